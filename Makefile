@@ -1,0 +1,45 @@
+# switchyard — make targets. `make test` is what CI runs (.ci/run).
+GO        ?= go
+BIN       := bin/switchyard
+PKGS      := ./...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.Version=$(VERSION)
+# Kernel tests change iptables/conntrack state; they run only as root and
+# only inside network namespaces the tests create themselves.
+KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
+
+.PHONY: all build test unit kernel e2e bench demo lint clean tools
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/switchyard
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./e2e/...
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+kernel:
+	$(KERNEL_ENV) $(GO) test -count=1 -p 1 $(PKGS)
+
+tools:
+	hack/build-tools.sh >/dev/null
+
+e2e: build tools
+	SWITCHYARD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -count=1 -p 1 -timeout 20m -v ./e2e/...
+
+test: lint unit kernel e2e
+
+bench:
+	hack/bench.sh
+
+demo: build tools
+	hack/demo.sh
+
+clean:
+	rm -rf bin
+	$(GO) clean -testcache

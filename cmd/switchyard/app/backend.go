@@ -1,0 +1,87 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables"
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// newBackend builds the dataplane backend of the chosen mode. Nothing is
+// written to the kernel here: the first sync does that.
+func newBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
+	switch o.Mode {
+	case ModeIPTables:
+		return newIPTablesBackend(o, m)
+	case ModeIPVS, ModeUserspace:
+		return nil, fmt.Errorf("proxy mode %q is not available in this build yet", o.Mode)
+	}
+	return nil, fmt.Errorf("unknown proxy mode %q", o.Mode)
+}
+
+func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
+	r, err := runner.New(runner.Options{})
+	if err != nil {
+		return nil, err
+	}
+	bit := int32(o.MasqueradeBit)
+	return iptables.New(iptables.Config{
+		Families:          families(o),
+		ClusterCIDRs:      o.ClusterCIDRs,
+		MasqueradeAll:     o.MasqueradeAll,
+		MasqueradeBit:     &bit,
+		NodePortAddresses: o.NodePortAddresses,
+		Runner:            r,
+		Metrics:           m,
+	})
+}
+
+// families is the primary family, plus the other one when a cluster CIDR
+// of that family is configured (dual-stack).
+func families(o *Options) []v1.IPFamily {
+	fams := []v1.IPFamily{primaryFamily(o)}
+	for _, p := range o.ClusterCIDRs {
+		if f := familyOfPrefix(p); f != fams[0] {
+			return append(fams, f)
+		}
+	}
+	return fams
+}
+
+func familyOfPrefix(p netip.Prefix) v1.IPFamily {
+	if p.Addr().Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+// cleanupAll removes what any switchyard mode ever installed and returns
+// (--cleanup). Every mode is cleaned even if one fails.
+func cleanupAll(ctx context.Context, o *Options) error {
+	var errs []error
+	all := *o
+	all.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	if b, err := newIPTablesBackend(&all, nil); err != nil {
+		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
+	} else if err := b.Cleanup(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	klog.InfoS("Cleanup done")
+	return nil
+}
+
+// postSyncHooks are run after every successful sync.
+func postSyncHooks(o *Options, m *metrics.Metrics) []proxier.PostSyncHook {
+	return nil
+}

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+)
+
+// Version is the daemon's version, printed by --version. Release builds set
+// it with -ldflags "-X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.Version=v1.2.3".
+var Version = "dev"
+
+// NewCommand returns the switchyard root command. Executing it parses flags
+// and the optional --config file, validates everything, then calls run with
+// the resulting Options; run's error is returned unchanged.
+func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
+	return newCommand(run, func(msg string) { klog.Warning(msg) })
+}
+
+// newCommand is NewCommand with the warning sink injected (tests record it).
+func newCommand(run func(context.Context, *Options) error, warn func(string)) *cobra.Command {
+	flags := defaultRawConfig()
+	cmd := &cobra.Command{
+		Use:   "switchyard",
+		Short: "switchyard is a drop-in replacement for kube-proxy",
+		Long: `switchyard runs on every node and programs the node's dataplane
+(iptables, IPVS or a userspace proxy) so that traffic to a Service's virtual
+IPs and ports reaches one of its endpoints. It takes kube-proxy's flags and
+its KubeProxyConfiguration file (--config).`,
+		Version:       Version,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := complete(cmd.Flags(), flags, warn)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.SetVersionTemplate("switchyard {{.Version}}\n")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	flags.addFlags(fs)
+	addKlogFlags(fs)
+	return cmd
+}
+
+// addKlogFlags exposes klog's -v/--v and --vmodule, the logging flags
+// kube-proxy keeps.
+func addKlogFlags(fs *pflag.FlagSet) {
+	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(goFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddFlag(pflag.PFlagFromGoFlag(goFlags.Lookup(name)))
+	}
+}
+
+// complete merges defaults, the config file and the flags given on the
+// command line, then validates the result.
+func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options, error) {
+	merged := defaultRawConfig()
+	if flags.ConfigFile != "" {
+		cfg, err := loadConfigFile(flags.ConfigFile, warn)
+		if err != nil {
+			return nil, err
+		}
+		merged.applyFile(cfg)
+	}
+	merged.applyChangedFlags(fs, flags)
+	opts, err := merged.options()
+	if err != nil {
+		return nil, err
+	}
+	warnInactive(merged, fs, opts.Mode, warn)
+	if merged.LogVerbosity > 0 && !fs.Changed("v") {
+		// logging.verbosity from the file; an explicit -v wins.
+		if err := fs.Set("v", strconv.FormatUint(uint64(merged.LogVerbosity), 10)); err != nil {
+			return nil, fmt.Errorf("applying logging.verbosity: %w", err)
+		}
+	}
+	return opts, nil
+}
+
+// warnInactive reports settings given explicitly (flag or file) that the
+// selected mode does not use. Upstream accepts them silently; they stay
+// accepted here, but the operator hears about it.
+func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string)) {
+	for _, s := range settings() {
+		explicit := fs.Changed(s.flag) || r.fromFile[s.flag]
+		if !explicit {
+			continue
+		}
+		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
+		if (ipvsOnly && mode != ModeIPVS) || (s.flag == "udp-timeout" && mode != ModeUserspace) {
+			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
+		}
+	}
+}

@@ -1,0 +1,507 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/klog/v2"
+)
+
+// result is what one execution of the command produced.
+type result struct {
+	opts     *Options // as handed to the run function; nil if not called
+	calls    int
+	out      string
+	warnings []string
+	err      error
+}
+
+// execute runs the command with args, a recording run function and a
+// recording warning sink.
+func execute(t *testing.T, args ...string) result {
+	t.Helper()
+	var res result
+	run := func(_ context.Context, o *Options) error {
+		res.calls++
+		res.opts = o
+		return nil
+	}
+	cmd := newCommand(run, func(msg string) { res.warnings = append(res.warnings, msg) })
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	res.err = cmd.Execute()
+	res.out = out.String()
+	if res.err != nil && res.calls != 0 {
+		t.Errorf("run was called although the command failed: %v", res.err)
+	}
+	return res
+}
+
+// writeConfig writes a config file into a fresh temp dir and returns its path.
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func defaultOptions() *Options {
+	return &Options{
+		Mode:               ModeIPTables,
+		KubeAPIQPS:         5,
+		KubeAPIBurst:       10,
+		KubeAPIContentType: "application/vnd.kubernetes.protobuf",
+		ConfigSyncPeriod:   15 * time.Minute,
+		MasqueradeBit:      14,
+		MetricsBindAddress: "127.0.0.1:10249",
+		HealthzBindAddress: "0.0.0.0:10256",
+		IPTables:           IPTablesOptions{SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second},
+		IPVS:               IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
+		UDPIdleTimeout:     250 * time.Millisecond,
+	}
+}
+
+var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty()}
+
+const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+
+// fullFile sets every field switchyard maps to a non-default value.
+const fullFile = header + `
+mode: ipvs
+clientConnection:
+  kubeconfig: /etc/kube/proxy.conf
+  qps: 50
+  burst: 100
+  contentType: application/json
+configSyncPeriod: 5m
+hostnameOverride: " Node-1 "
+clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+nodePortAddresses: [192.168.0.0/16, "fd00::/8"]
+metricsBindAddress: 0.0.0.0:9100
+healthzBindAddress: "[::]:9101"
+udpIdleTimeout: 2s
+iptables:
+  masqueradeAll: true
+  masqueradeBit: 0
+  syncPeriod: 1m
+  minSyncPeriod: 10s
+ipvs:
+  scheduler: wlc
+  syncPeriod: 45s
+  minSyncPeriod: 2s
+  tcpTimeout: 900s
+  tcpFinTimeout: 120s
+  udpTimeout: 300s
+  strictARP: true
+`
+
+func fullFileOptions(path string) *Options {
+	return &Options{
+		ConfigFile:         path,
+		Mode:               ModeIPVS,
+		Kubeconfig:         "/etc/kube/proxy.conf",
+		KubeAPIQPS:         50,
+		KubeAPIBurst:       100,
+		KubeAPIContentType: "application/json",
+		ConfigSyncPeriod:   5 * time.Minute,
+		HostnameOverride:   "node-1",
+		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
+		MasqueradeAll:      true,
+		MasqueradeBit:      0,
+		NodePortAddresses:  []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00::/8")},
+		MetricsBindAddress: "0.0.0.0:9100",
+		HealthzBindAddress: "[::]:9101",
+		IPTables:           IPTablesOptions{SyncPeriod: time.Minute, MinSyncPeriod: 10 * time.Second},
+		IPVS: IPVSOptions{
+			SyncPeriod: 45 * time.Second, MinSyncPeriod: 2 * time.Second, Scheduler: "wlc",
+			TCPTimeout: 900 * time.Second, TCPFinTimeout: 120 * time.Second, UDPTimeout: 300 * time.Second,
+			StrictARP: true,
+		},
+		UDPIdleTimeout: 2 * time.Second,
+	}
+}
+
+func TestCommandOptions(t *testing.T) {
+	full := writeConfig(t, fullFile)
+	kubeadm := writeConfig(t, kubeadmFile)
+	tests := []struct {
+		name string
+		args []string
+		want func() *Options
+	}{
+		{"defaults", nil, defaultOptions},
+		{"file only", []string{"--config", full}, func() *Options { return fullFileOptions(full) }},
+		{"kubeadm zero values mean defaults", []string{"--config=" + kubeadm}, func() *Options {
+			o := defaultOptions()
+			o.ConfigFile = kubeadm
+			o.Kubeconfig = "/var/lib/kube-proxy/kubeconfig.conf"
+			o.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+			return o
+		}},
+		{"flags override file", []string{
+			"--config", full, "--proxy-mode=userspace", "--cluster-cidr=10.0.0.0/8",
+			"--iptables-sync-period=20s", "--iptables-masquerade-bit=3", "--ipvs-scheduler=rr",
+			"--nodeport-addresses=primary", "--metrics-bind-address=", "--masquerade-all=false",
+			"--kubeconfig=/k", "--udp-timeout=1s",
+		}, func() *Options {
+			o := fullFileOptions(full)
+			o.Mode = ModeUserspace
+			o.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+			o.IPTables.SyncPeriod = 20 * time.Second
+			o.MasqueradeBit = 3
+			o.IPVS.Scheduler = "rr"
+			o.NodePortAddresses, o.NodePortPrimary = nil, true
+			o.MetricsBindAddress = "" // explicitly disabled
+			o.MasqueradeAll = false
+			o.Kubeconfig = "/k"
+			o.UDPIdleTimeout = time.Second
+			return o
+		}},
+		{"every flag", []string{
+			"--cleanup", "--proxy-mode", "ipvs", "--master", "https://10.0.0.1:6443",
+			"--kube-api-qps=-1", "--kube-api-burst=0", "--kube-api-content-type=application/json",
+			"--config-sync-period=1h", "--hostname-override=n1", "--service-proxy-name=switchyard",
+			"--cluster-cidr=10.1.2.3/16", "--masquerade-all", "--iptables-masquerade-bit=31",
+			"--nodeport-addresses=10.0.0.0/8", "--nodeport-addresses=fd00::1/64",
+			"--metrics-bind-address=::1", "--healthz-bind-address=127.0.0.1",
+			"--iptables-sync-period=2m", "--iptables-min-sync-period=0s",
+			"--ipvs-scheduler=mh", "--ipvs-sync-period=10s", "--ipvs-min-sync-period=10s",
+			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
+			"--ipvs-strict-arp", "--udp-timeout=1s",
+		}, func() *Options {
+			return &Options{
+				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
+				KubeAPIQPS: -1, KubeAPIContentType: "application/json",
+				ConfigSyncPeriod: time.Hour, HostnameOverride: "n1", ServiceProxyName: "switchyard",
+				ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},
+				MasqueradeAll: true, MasqueradeBit: 31,
+				NodePortAddresses:  []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
+				MetricsBindAddress: "[::1]:10249", HealthzBindAddress: "127.0.0.1:10256",
+				IPTables: IPTablesOptions{SyncPeriod: 2 * time.Minute},
+				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
+					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
+				UDPIdleTimeout: time.Second,
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := execute(t, tt.args...)
+			if res.err != nil {
+				t.Fatalf("unexpected error: %v", res.err)
+			}
+			if res.calls != 1 {
+				t.Fatalf("run called %d times, want 1", res.calls)
+			}
+			if diff := cmp.Diff(tt.want(), res.opts, cmpOpts); diff != "" {
+				t.Errorf("Options mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// kubeadmFile is the shape of the ConfigMap kubeadm writes: zero values
+// everywhere, which upstream's defaulting turns into the defaults.
+const kubeadmFile = header + `
+bindAddress: 0.0.0.0
+bindAddressHardFail: false
+clientConnection:
+  acceptContentTypes: ""
+  burst: 0
+  contentType: ""
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+  qps: 0
+clusterCIDR: 10.244.0.0/16
+configSyncPeriod: 0s
+conntrack:
+  maxPerCore: null
+  min: null
+  tcpBeLiberal: false
+  tcpCloseWaitTimeout: null
+  tcpEstablishedTimeout: null
+  udpStreamTimeout: 0s
+  udpTimeout: 0s
+detectLocal:
+  bridgeInterface: ""
+  interfaceNamePrefix: ""
+detectLocalMode: ""
+enableProfiling: false
+healthzBindAddress: ""
+hostnameOverride: ""
+iptables:
+  localhostNodePorts: null
+  masqueradeAll: false
+  masqueradeBit: null
+  minSyncPeriod: 0s
+  syncPeriod: 0s
+ipvs:
+  excludeCIDRs: null
+  minSyncPeriod: 0s
+  scheduler: ""
+  strictARP: false
+  syncPeriod: 0s
+  tcpFinTimeout: 0s
+  tcpTimeout: 0s
+  udpTimeout: 0s
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+metricsBindAddress: ""
+mode: ""
+nftables:
+  masqueradeAll: false
+  masqueradeBit: null
+  minSyncPeriod: 0s
+  syncPeriod: 0s
+nodePortAddresses: null
+oomScoreAdj: null
+portRange: ""
+showHiddenMetricsForVersion: ""
+winkernel:
+  enableDSR: false
+  forwardHealthCheckVip: false
+  networkName: ""
+  rootHnsEndpointName: ""
+  sourceVip: ""
+`
+
+func TestCommandInvalid(t *testing.T) {
+	file := func(body string) []string { return []string{"--config", writeConfig(t, header+body)} }
+	tests := []struct {
+		name string
+		args []string
+		want []string // each must appear in the error
+	}{
+		{"mode flag", []string{"--proxy-mode=bogus"}, []string{`invalid --proxy-mode "bogus": must be one of iptables, ipvs, userspace`}},
+		{"mode file", file("mode: nftables\n"), []string{`invalid mode "nftables": must be one of iptables, ipvs, userspace`}},
+		{"cluster cidr file", file("clusterCIDR: notacidr\n"), []string{`invalid clusterCIDR "notacidr": `}},
+		{"cluster cidr flag", []string{"--cluster-cidr=10.0.0.0/33"}, []string{`invalid --cluster-cidr "10.0.0.0/33": `}},
+		{"cluster cidr same family", []string{"--cluster-cidr=10.0.0.0/8,192.168.0.0/16"}, []string{`invalid --cluster-cidr "10.0.0.0/8,192.168.0.0/16": at most one CIDR per IP family`}},
+		{"masquerade bit high", []string{"--iptables-masquerade-bit=32"}, []string{`invalid --iptables-masquerade-bit "32": must be within 0..31`}},
+		{"masquerade bit negative file", file("iptables:\n  masqueradeBit: -1\n"), []string{`invalid iptables.masqueradeBit "-1": must be within 0..31`}},
+		{"scheduler", []string{"--ipvs-scheduler=fifo"}, []string{`invalid --ipvs-scheduler "fifo": must be one of rr, lc, dh, sh, wrr, wlc, sed, nq, mh`}},
+		{"scheduler file", file("ipvs:\n  scheduler: RR\n"), []string{`invalid ipvs.scheduler "RR"`}},
+		{"sync period zero", []string{"--iptables-sync-period=0"}, []string{`invalid --iptables-sync-period "0s": must be greater than 0`}},
+		{"ipvs sync negative file", file("ipvs:\n  syncPeriod: -5s\n"), []string{`invalid ipvs.syncPeriod "-5s": must be greater than 0`}},
+		{"min negative", []string{"--ipvs-min-sync-period=-1s"}, []string{`invalid --ipvs-min-sync-period "-1s": must not be negative`}},
+		{"ipvs timeout negative", []string{"--ipvs-tcp-timeout=-1s", "--ipvs-tcpfin-timeout=-2s", "--ipvs-udp-timeout=-3s"}, []string{
+			`invalid --ipvs-tcp-timeout "-1s"`, `invalid --ipvs-tcpfin-timeout "-2s"`, `invalid --ipvs-udp-timeout "-3s"`}},
+		{"udp timeout zero", []string{"--udp-timeout=0s"}, []string{`invalid --udp-timeout "0s": must be greater than 0`}},
+		{"config sync zero", []string{"--config-sync-period=0s"}, []string{`invalid --config-sync-period "0s"`}},
+		{"min above max flags", []string{"--iptables-min-sync-period=40s"}, []string{`invalid --iptables-min-sync-period "40s": must not exceed --iptables-sync-period (30s)`}},
+		{"min above max file and flag", append(file("ipvs:\n  minSyncPeriod: 1m\n"), "--ipvs-sync-period=10s"), []string{`invalid ipvs.minSyncPeriod "1m0s": must not exceed --ipvs-sync-period (10s)`}},
+		{"bad duration flag", []string{"--iptables-sync-period=soon"}, []string{`invalid argument "soon" for "--iptables-sync-period" flag`}},
+		{"bad duration file", file("iptables:\n  syncPeriod: soon\n"), []string{`invalid iptables.syncPeriod "soon": time: invalid duration`}},
+		{"duration as number file", file("ipvs:\n  tcpTimeout: 30\n"), []string{`invalid ipvs.tcpTimeout 30: must be a duration string`}},
+		{"unmapped duration file", file("conntrack:\n  udpTimeout: 1x\n"), []string{`invalid conntrack.udpTimeout "1x"`}},
+		{"metrics no port", []string{"--metrics-bind-address=localhost"}, []string{`invalid --metrics-bind-address "localhost": must be IP:port`}},
+		{"metrics host name", []string{"--metrics-bind-address=localhost:10249"}, []string{`invalid --metrics-bind-address "localhost:10249": must be IP:port: host is not an IP address`}},
+		{"healthz port range", file("healthzBindAddress: 0.0.0.0:70000\n"), []string{`invalid healthzBindAddress "0.0.0.0:70000": must be IP:port: port must be within 1..65535`}},
+		{"healthz port zero", []string{"--healthz-bind-address=0.0.0.0:0"}, []string{`invalid --healthz-bind-address "0.0.0.0:0"`}},
+		{"nodeport entry", []string{"--nodeport-addresses=10.0.0.0/8,10.0.0.1"}, []string{`invalid --nodeport-addresses "10.0.0.1": must be a CIDR or "primary"`}},
+		{"nodeport primary mixed", file("nodePortAddresses: [primary, 10.0.0.0/8]\n"), []string{`invalid nodePortAddresses "primary,10.0.0.0/8": "primary" cannot be combined with CIDRs`}},
+		{"hostname", []string{"--hostname-override=bad_name"}, []string{`invalid --hostname-override "bad_name": must be a valid node name`}},
+		{"service proxy name", []string{"--service-proxy-name=not a label"}, []string{`invalid --service-proxy-name "not a label": must be a valid label value`}},
+		{"burst negative file", file("clientConnection:\n  burst: -1\n"), []string{`invalid clientConnection.burst "-1": must not be negative`}},
+		{"all errors reported", []string{"--proxy-mode=x", "--ipvs-scheduler=y"}, []string{`--proxy-mode "x"`, `--ipvs-scheduler "y"`}},
+		{"wrong apiVersion", []string{"--config", writeConfig(t, "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion "kubeproxy.config.k8s.io/v1beta1": must be kubeproxy.config.k8s.io/v1alpha1`}},
+		{"missing apiVersion", []string{"--config", writeConfig(t, "kind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion ""`}},
+		{"wrong kind", []string{"--config", writeConfig(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n")}, []string{`invalid kind "KubeletConfiguration": must be KubeProxyConfiguration`}},
+		{"type mismatch", file("iptables:\n  masqueradeBit: fourteen\n"), []string{"config file ", "iptables.masqueradeBit"}},
+		{"duplicate key", file("mode: ipvs\nmode: iptables\n"), []string{`"mode" already set`}},
+		{"not a mapping", []string{"--config", writeConfig(t, "- a\n- b\n")}, []string{"must be a YAML mapping"}},
+		{"missing file", []string{"--config", "/nonexistent/switchyard.yaml"}, []string{"reading config file: open /nonexistent/switchyard.yaml"}},
+		{"positional argument", []string{"extra"}, []string{`unknown command "extra"`}},
+		{"unknown flag", []string{"--conntrack-max=1"}, []string{"unknown flag: --conntrack-max", "--help"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := execute(t, tt.args...)
+			if res.err == nil {
+				t.Fatalf("no error; want one containing %q", tt.want)
+			}
+			t.Logf("error: %v", res.err)
+			for _, w := range tt.want {
+				if !strings.Contains(res.err.Error(), w) {
+					t.Errorf("error %q does not contain %q", res.err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCommandWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		args []string
+		want []string
+	}{
+		{"unknown fields", `
+mode: iptables
+masqueradeAll: true
+iptables:
+  syncPeriod: 10s
+  minSyncPeriodd: 1s
+clientConnection:
+  QPS: 3
+`, nil, []string{
+			`unknown field "clientConnection.QPS" is ignored`,
+			`unknown field "iptables.minSyncPeriodd" is ignored`,
+			`unknown field "masqueradeAll" is ignored`,
+		}},
+		{"unsupported fields", `
+oomScoreAdj: -999
+detectLocalMode: InterfaceNamePrefix
+conntrack:
+  maxPerCore: 0
+featureGates:
+  SomeGate: true
+ipvs:
+  excludeCIDRs: [10.0.0.0/8]
+`, nil, []string{
+			`field "featureGates" is not supported by switchyard and is ignored`,
+			`field "ipvs.excludeCIDRs" is not supported`,
+			`field "detectLocalMode" is not supported`,
+			`field "oomScoreAdj" is not supported`,
+			`field "conntrack" is not supported`,
+		}},
+		{"kubeadm file is quiet", strings.TrimPrefix(kubeadmFile, header), nil, nil},
+		{"settings of another mode", "ipvs:\n  scheduler: lc\n", []string{"--ipvs-strict-arp", "--udp-timeout=1s"}, []string{
+			"ipvs.scheduler has no effect in iptables mode",
+			"--ipvs-strict-arp has no effect in iptables mode",
+			"--udp-timeout has no effect in iptables mode",
+		}},
+		{"settings of the chosen mode", "ipvs:\n  scheduler: lc\n", []string{"--proxy-mode=ipvs"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, header+tt.body)
+			res := execute(t, append([]string{"--config", path}, tt.args...)...)
+			if res.err != nil {
+				t.Fatalf("unexpected error: %v", res.err)
+			}
+			if len(res.warnings) != len(tt.want) {
+				t.Errorf("got %d warnings, want %d:\n%s", len(res.warnings), len(tt.want), strings.Join(res.warnings, "\n"))
+			}
+			for i, w := range tt.want {
+				if i < len(res.warnings) && !strings.Contains(res.warnings[i], w) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, res.warnings[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestCommandHelpListsEveryFlag(t *testing.T) {
+	res := execute(t, "--help")
+	if res.err != nil || res.calls != 0 {
+		t.Fatalf("--help: err=%v calls=%d", res.err, res.calls)
+	}
+	want := []string{
+		"--proxy-mode string", "--kubeconfig", "--master", "--hostname-override", "--cluster-cidr",
+		"--masquerade-all", "--iptables-sync-period duration", "--iptables-min-sync-period",
+		"--iptables-masquerade-bit int32", "--ipvs-scheduler", "--ipvs-sync-period", "--ipvs-min-sync-period",
+		"--ipvs-tcp-timeout", "--ipvs-tcpfin-timeout", "--ipvs-udp-timeout", "--ipvs-strict-arp",
+		"--nodeport-addresses strings", "--metrics-bind-address", "--healthz-bind-address", "--cleanup",
+		"--config string", "-v, --v Level", "--vmodule", "--service-proxy-name", "--udp-timeout",
+		"--kube-api-qps", "--kube-api-burst", "--kube-api-content-type", "--config-sync-period",
+		"--version", "-h, --help",
+		`(default "iptables")`, `(default "127.0.0.1:10249")`, `(default "0.0.0.0:10256")`,
+		`(default "rr")`, "(default 30s)", "(default 1s)", "(default 14)", "(default 250ms)",
+	}
+	for _, w := range want {
+		if !strings.Contains(res.out, w) {
+			t.Errorf("--help output lacks %q", w)
+		}
+	}
+	cmd := newCommand(nil, nil)
+	cmd.InitDefaultVersionFlag()
+	cmd.InitDefaultHelpFlag()
+	for _, name := range flagNames(cmd.Flags()) {
+		if !strings.Contains(res.out, "--"+name+" ") {
+			t.Errorf("--help output lacks registered flag --%s", name)
+		}
+	}
+}
+
+func TestCommandVersion(t *testing.T) {
+	res := execute(t, "--version")
+	if res.err != nil || res.calls != 0 {
+		t.Fatalf("--version: err=%v calls=%d", res.err, res.calls)
+	}
+	if res.out != "switchyard "+Version+"\n" {
+		t.Errorf("--version printed %q, want %q", res.out, "switchyard "+Version+"\n")
+	}
+}
+
+func TestCommandRunErrorAndContext(t *testing.T) {
+	wantErr := errors.New("backend failed")
+	type ctxKey struct{}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "marker")
+	var gotCtx context.Context
+	cmd := newCommand(func(c context.Context, _ *Options) error {
+		gotCtx = c
+		return wantErr
+	}, func(string) {})
+	cmd.SetArgs(nil)
+	err := cmd.ExecuteContext(ctx)
+	if !errors.Is(err, wantErr) {
+		t.Errorf("Execute error = %v, want %v", err, wantErr)
+	}
+	if gotCtx == nil || gotCtx.Value(ctxKey{}) != "marker" {
+		t.Errorf("run did not receive the command's context")
+	}
+}
+
+// TestCommandVerbosity checks that logging.verbosity from the file sets
+// klog's level and that an explicit -v wins.
+func TestCommandVerbosity(t *testing.T) {
+	t.Cleanup(func() { setKlogVerbosity(t, "0") })
+	path := writeConfig(t, header+"logging:\n  verbosity: 3\n")
+	tests := []struct {
+		args       []string
+		on, offLvl klog.Level
+	}{
+		{[]string{"--config", path}, 3, 4},
+		{[]string{"--config", path, "-v", "1"}, 1, 2},
+		{[]string{"--v=5"}, 5, 6},
+	}
+	for _, tt := range tests {
+		setKlogVerbosity(t, "0")
+		if res := execute(t, tt.args...); res.err != nil {
+			t.Fatalf("%v: %v", tt.args, res.err)
+		}
+		if !klog.V(tt.on).Enabled() || klog.V(tt.offLvl).Enabled() {
+			t.Errorf("%v: want klog verbosity %d", tt.args, tt.on)
+		}
+	}
+}
+
+func setKlogVerbosity(t *testing.T, level string) {
+	t.Helper()
+	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if err := fs.Set("v", level); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+// checkDurations walks the decoded JSON tree alongside the Go type it will be
+// decoded into and reports the first duration that does not parse, naming
+// its field path. (metav1.Duration's own decoder reports no path.)
+func checkDurations(node any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node == nil {
+		return nil
+	}
+	if t == reflect.TypeFor[metav1.Duration]() {
+		s, ok := node.(string)
+		if !ok {
+			return fmt.Errorf("invalid %s %s: must be a duration string such as \"30s\"", path, quoteAny(node))
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			return fmt.Errorf("invalid %s %q: %w", path, s, err)
+		}
+		return nil
+	}
+	obj, ok := node.(map[string]any)
+	if !ok || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fields := jsonFields(t)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ft, known := fields[k]
+		if !known {
+			continue
+		}
+		if err := checkDurations(obj[k], ft, joinPath(path, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonFields maps a struct's JSON field names to their types, flattening
+// embedded structs as encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			for k, v := range jsonFields(f.Type) {
+				fields[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// ignoredFields lists the fields set in the file that switchyard does not
+// implement. Zero values (which kubeadm writes everywhere) are not listed.
+func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
+	checks := []struct {
+		path string
+		set  bool
+	}{
+		{"featureGates", len(k.FeatureGates) > 0},
+		{"bindAddress", k.BindAddress != "" && k.BindAddress != "0.0.0.0" && k.BindAddress != "::"},
+		{"bindAddressHardFail", k.BindAddressHardFail},
+		{"enableProfiling", k.EnableProfiling},
+		{"showHiddenMetricsForVersion", k.ShowHiddenMetricsForVersion != ""},
+		{"clientConnection.acceptContentTypes", k.ClientConnection.AcceptContentTypes != ""},
+		{"logging.format", k.Logging.Format != "" && k.Logging.Format != "text"},
+		{"logging.vmodule", len(k.Logging.VModule) > 0},
+		{"iptables.localhostNodePorts", k.IPTables.LocalhostNodePorts != nil},
+		{"ipvs.excludeCIDRs", len(k.IPVS.ExcludeCIDRs) > 0},
+		{"nftables", !reflect.ValueOf(k.NFTables).IsZero()},
+		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
+		{"detectLocalMode", k.DetectLocalMode != "" && k.DetectLocalMode != "ClusterCIDR"},
+		{"detectLocal", !reflect.ValueOf(k.DetectLocal).IsZero()},
+		{"oomScoreAdj", k.OOMScoreAdj != nil},
+		{"conntrack", !reflect.ValueOf(k.Conntrack).IsZero()},
+		{"portRange", k.PortRange != ""},
+		{"windowsRunAsService", k.WindowsRunAsService},
+	}
+	var out []string
+	for _, c := range checks {
+		if c.set {
+			out = append(out, c.path)
+		}
+	}
+	return out
+}

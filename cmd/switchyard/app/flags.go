@@ -1,0 +1,171 @@
+package app
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Upstream kube-proxy defaults (pkg/proxy/apis/config/v1alpha1/defaults.go
+// and the userspace proxier's --udp-timeout).
+const (
+	defaultMetricsPort = 10249
+	defaultHealthzPort = 10256
+)
+
+// rawConfig is the configuration before parsing: one field per setting, in
+// the form a flag holds it. The command binds flags to one rawConfig and
+// merges defaults, file and changed flags into another.
+type rawConfig struct {
+	ConfigFile            string
+	Cleanup               bool
+	Mode                  string
+	Kubeconfig            string
+	Master                string
+	KubeAPIQPS            float32
+	KubeAPIBurst          int32
+	KubeAPIContentType    string
+	ConfigSyncPeriod      time.Duration
+	HostnameOverride      string
+	ServiceProxyName      string
+	ClusterCIDR           string
+	MasqueradeAll         bool
+	MasqueradeBit         int32
+	NodePortAddresses     []string
+	MetricsBindAddress    string
+	HealthzBindAddress    string
+	IPTablesSyncPeriod    time.Duration
+	IPTablesMinSyncPeriod time.Duration
+	IPVSScheduler         string
+	IPVSSyncPeriod        time.Duration
+	IPVSMinSyncPeriod     time.Duration
+	IPVSTCPTimeout        time.Duration
+	IPVSTCPFinTimeout     time.Duration
+	IPVSUDPTimeout        time.Duration
+	IPVSStrictARP         bool
+	UDPIdleTimeout        time.Duration
+
+	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
+	LogVerbosity uint32
+	// fromFile records, by flag name, which values the config file set, so
+	// errors name the field the operator actually wrote.
+	fromFile map[string]bool
+}
+
+func defaultRawConfig() *rawConfig {
+	return &rawConfig{
+		Mode:                  string(ModeIPTables),
+		KubeAPIQPS:            5,
+		KubeAPIBurst:          10,
+		KubeAPIContentType:    "application/vnd.kubernetes.protobuf",
+		ConfigSyncPeriod:      15 * time.Minute,
+		MasqueradeBit:         14,
+		MetricsBindAddress:    fmt.Sprintf("127.0.0.1:%d", defaultMetricsPort),
+		HealthzBindAddress:    fmt.Sprintf("0.0.0.0:%d", defaultHealthzPort),
+		IPTablesSyncPeriod:    30 * time.Second,
+		IPTablesMinSyncPeriod: time.Second,
+		IPVSScheduler:         "rr",
+		IPVSSyncPeriod:        30 * time.Second,
+		UDPIdleTimeout:        250 * time.Millisecond,
+		fromFile:              map[string]bool{},
+	}
+}
+
+// setting ties a flag to its KubeProxyConfiguration field path ("" for
+// flag-only settings) and to the rawConfig field both fill.
+type setting struct {
+	flag, field, goField string
+}
+
+func settings() []setting {
+	return []setting{
+		{"config", "", "ConfigFile"},
+		{"cleanup", "", "Cleanup"},
+		{"proxy-mode", "mode", "Mode"},
+		{"kubeconfig", "clientConnection.kubeconfig", "Kubeconfig"},
+		{"master", "", "Master"},
+		{"kube-api-qps", "clientConnection.qps", "KubeAPIQPS"},
+		{"kube-api-burst", "clientConnection.burst", "KubeAPIBurst"},
+		{"kube-api-content-type", "clientConnection.contentType", "KubeAPIContentType"},
+		{"config-sync-period", "configSyncPeriod", "ConfigSyncPeriod"},
+		{"hostname-override", "hostnameOverride", "HostnameOverride"},
+		{"service-proxy-name", "", "ServiceProxyName"},
+		{"cluster-cidr", "clusterCIDR", "ClusterCIDR"},
+		{"masquerade-all", "iptables.masqueradeAll", "MasqueradeAll"},
+		{"iptables-masquerade-bit", "iptables.masqueradeBit", "MasqueradeBit"},
+		{"nodeport-addresses", "nodePortAddresses", "NodePortAddresses"},
+		{"metrics-bind-address", "metricsBindAddress", "MetricsBindAddress"},
+		{"healthz-bind-address", "healthzBindAddress", "HealthzBindAddress"},
+		{"iptables-sync-period", "iptables.syncPeriod", "IPTablesSyncPeriod"},
+		{"iptables-min-sync-period", "iptables.minSyncPeriod", "IPTablesMinSyncPeriod"},
+		{"ipvs-scheduler", "ipvs.scheduler", "IPVSScheduler"},
+		{"ipvs-sync-period", "ipvs.syncPeriod", "IPVSSyncPeriod"},
+		{"ipvs-min-sync-period", "ipvs.minSyncPeriod", "IPVSMinSyncPeriod"},
+		{"ipvs-tcp-timeout", "ipvs.tcpTimeout", "IPVSTCPTimeout"},
+		{"ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", "IPVSTCPFinTimeout"},
+		{"ipvs-udp-timeout", "ipvs.udpTimeout", "IPVSUDPTimeout"},
+		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
+		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
+	}
+}
+
+// addFlags registers every setting's flag, bound to r, with r's values as
+// the defaults shown by --help.
+func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&r.ConfigFile, "config", r.ConfigFile, "Path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
+	fs.BoolVar(&r.Cleanup, "cleanup", r.Cleanup, "Remove the rules this proxy programmed (iptables, IPVS, userspace) and exit.")
+	fs.StringVar(&r.Mode, "proxy-mode", r.Mode, "Which proxy mode to use: 'iptables', 'ipvs' or 'userspace'.")
+	fs.StringVar(&r.Kubeconfig, "kubeconfig", r.Kubeconfig, "Path to a kubeconfig file with authorization information (in-cluster configuration when empty).")
+	fs.StringVar(&r.Master, "master", r.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.Float32Var(&r.KubeAPIQPS, "kube-api-qps", r.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server.")
+	fs.Int32Var(&r.KubeAPIBurst, "kube-api-burst", r.KubeAPIBurst, "Burst to use while talking with the Kubernetes API server.")
+	fs.StringVar(&r.KubeAPIContentType, "kube-api-content-type", r.KubeAPIContentType, "Content type of requests sent to the API server.")
+	fs.DurationVar(&r.ConfigSyncPeriod, "config-sync-period", r.ConfigSyncPeriod, "How often configuration from the API server is refreshed. Must be greater than 0.")
+	fs.StringVar(&r.HostnameOverride, "hostname-override", r.HostnameOverride, "If non-empty, will be used as the name of the Node that this proxy runs on instead of the actual hostname.")
+	fs.StringVar(&r.ServiceProxyName, "service-proxy-name", r.ServiceProxyName, "If non-empty, handle only Services labelled service.kubernetes.io/service-proxy-name=<this value>; otherwise handle Services without that label.")
+	fs.StringVar(&r.ClusterCIDR, "cluster-cidr", r.ClusterCIDR, "The CIDR range of the pods in the cluster (comma-separated, one per IP family). Traffic to service IPs from outside this range is masqueraded.")
+	fs.BoolVar(&r.MasqueradeAll, "masquerade-all", r.MasqueradeAll, "SNAT all traffic sent via Service cluster IPs.")
+	fs.Int32Var(&r.MasqueradeBit, "iptables-masquerade-bit", r.MasqueradeBit, "The bit of the fwmark space to mark packets requiring SNAT with. Must be within [0, 31].")
+	fs.StringSliceVar(&r.NodePortAddresses, "nodeport-addresses", r.NodePortAddresses, "A list of CIDR ranges that contain the IPs on which NodePort Services accept traffic, or the single value 'primary' for the node's primary IPs. Empty means all local addresses.")
+	fs.StringVar(&r.MetricsBindAddress, "metrics-bind-address", r.MetricsBindAddress, "The IP:port for the metrics server to serve on (a bare IP gets port 10249). Set empty to disable.")
+	fs.StringVar(&r.HealthzBindAddress, "healthz-bind-address", r.HealthzBindAddress, "The IP:port for the health check server to serve on (a bare IP gets port 10256). Set empty to disable.")
+	fs.DurationVar(&r.IPTablesSyncPeriod, "iptables-sync-period", r.IPTablesSyncPeriod, "The maximum interval of how often iptables rules are refreshed (e.g. '5s', '1m'). Must be greater than 0.")
+	fs.DurationVar(&r.IPTablesMinSyncPeriod, "iptables-min-sync-period", r.IPTablesMinSyncPeriod, "The minimum interval between iptables rule resyncs as endpoints and services change (e.g. '5s', '1m').")
+	fs.StringVar(&r.IPVSScheduler, "ipvs-scheduler", r.IPVSScheduler, "The IPVS scheduler: rr, lc, dh, sh, wrr, wlc, sed, nq or mh.")
+	fs.DurationVar(&r.IPVSSyncPeriod, "ipvs-sync-period", r.IPVSSyncPeriod, "The maximum interval of how often IPVS rules are refreshed (e.g. '5s', '1m'). Must be greater than 0.")
+	fs.DurationVar(&r.IPVSMinSyncPeriod, "ipvs-min-sync-period", r.IPVSMinSyncPeriod, "The minimum interval between IPVS rule resyncs as endpoints and services change (e.g. '5s', '1m').")
+	fs.DurationVar(&r.IPVSTCPTimeout, "ipvs-tcp-timeout", r.IPVSTCPTimeout, "The timeout for idle IPVS TCP connections; 0 leaves the kernel value as it is.")
+	fs.DurationVar(&r.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", r.IPVSTCPFinTimeout, "The timeout for IPVS TCP connections after receiving a FIN packet; 0 leaves the kernel value as it is.")
+	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")
+	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
+	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
+}
+
+// applyChangedFlags copies into r every setting whose flag was given on the
+// command line, overriding defaults and file values.
+func (r *rawConfig) applyChangedFlags(fs *pflag.FlagSet, flags *rawConfig) {
+	dst := reflect.ValueOf(r).Elem()
+	src := reflect.ValueOf(flags).Elem()
+	for _, s := range settings() {
+		if !fs.Changed(s.flag) {
+			continue
+		}
+		dst.FieldByName(s.goField).Set(src.FieldByName(s.goField))
+		delete(r.fromFile, s.flag)
+	}
+}
+
+// name is how errors and warnings refer to a setting: the config file field
+// when the file supplied the value, otherwise the flag.
+func (r *rawConfig) name(flag string) string {
+	if r.fromFile[flag] {
+		for _, s := range settings() {
+			if s.flag == flag {
+				return s.field
+			}
+		}
+	}
+	return "--" + flag
+}

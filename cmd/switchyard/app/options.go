@@ -1,0 +1,103 @@
+package app
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Mode is the dataplane backend the daemon programs.
+type Mode string
+
+// The proxy modes switchyard implements (--proxy-mode, config "mode").
+const (
+	ModeIPTables  Mode = "iptables"
+	ModeIPVS      Mode = "ipvs"
+	ModeUserspace Mode = "userspace"
+)
+
+// Options is the validated, typed configuration the daemon is wired from.
+// It is produced only by the command (defaults, then file, then flags).
+type Options struct {
+	// ConfigFile is the --config path ("" when none was given).
+	ConfigFile string
+	// Cleanup asks the daemon to remove its kernel state and exit.
+	Cleanup bool
+
+	Mode Mode
+
+	// Kubeconfig and Master locate the API server; both empty means
+	// in-cluster configuration.
+	Kubeconfig string
+	Master     string
+	// KubeAPIQPS, KubeAPIBurst and KubeAPIContentType tune the client.
+	// A negative QPS disables client-side rate limiting (client-go rule).
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+	KubeAPIContentType string
+	// ConfigSyncPeriod is the informers' resync period.
+	ConfigSyncPeriod time.Duration
+
+	// HostnameOverride is the node name to use, lower-cased and trimmed as
+	// kube-proxy does; "" means the machine's hostname.
+	HostnameOverride string
+	// ServiceProxyName, when set, restricts the daemon to Services labelled
+	// service.kubernetes.io/service-proxy-name=<ServiceProxyName>.
+	ServiceProxyName string
+
+	// ClusterCIDRs holds at most one prefix per IP family (masked).
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll SNATs all traffic sent to service IPs.
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit (0..31) that marks packets for SNAT.
+	MasqueradeBit int
+
+	// NodePortAddresses restricts NodePorts to local addresses inside these
+	// prefixes (masked). NodePortPrimary means "the node's primary IPs".
+	// Both empty means every local address.
+	NodePortAddresses []netip.Prefix
+	NodePortPrimary   bool
+
+	// MetricsBindAddress and HealthzBindAddress are "IP:port" strings
+	// accepted by net.Listen; "" disables the server.
+	MetricsBindAddress string
+	HealthzBindAddress string
+
+	IPTables IPTablesOptions
+	IPVS     IPVSOptions
+	// UDPIdleTimeout is how long the userspace proxy keeps an idle UDP
+	// session.
+	UDPIdleTimeout time.Duration
+}
+
+// IPTablesOptions holds the iptables-mode sync periods.
+type IPTablesOptions struct {
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+}
+
+// IPVSOptions holds the ipvs-mode settings.
+type IPVSOptions struct {
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+	// Scheduler is an IPVS scheduler name (rr, lc, dh, sh, wrr, wlc, sed,
+	// nq, mh).
+	Scheduler string
+	// TCPTimeout, TCPFinTimeout and UDPTimeout are IPVS connection
+	// timeouts; 0 leaves the kernel's value alone.
+	TCPTimeout    time.Duration
+	TCPFinTimeout time.Duration
+	UDPTimeout    time.Duration
+	// StrictARP sets arp_ignore=1/arp_announce=2 so the node does not
+	// answer ARP for service IPs bound to kube-ipvs0.
+	StrictARP bool
+}
+
+// SyncPeriods returns the minimum and maximum sync intervals of the
+// selected mode. The userspace mode uses the iptables periods, as upstream's
+// userspace proxier did.
+func (o *Options) SyncPeriods() (minPeriod, maxPeriod time.Duration) {
+	if o.Mode == ModeIPVS {
+		return o.IPVS.MinSyncPeriod, o.IPVS.SyncPeriod
+	}
+	return o.IPTables.MinSyncPeriod, o.IPTables.SyncPeriod
+}

@@ -1,0 +1,162 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// Run is the daemon: it builds the backend for the chosen mode, connects
+// to the API server and runs the proxier until ctx ends. With --cleanup it
+// removes every mode's kernel state instead and returns.
+func Run(ctx context.Context, o *Options) error {
+	if o.Cleanup {
+		return cleanupAll(ctx, o)
+	}
+	nodeName, err := nodeName(o)
+	if err != nil {
+		return err
+	}
+	client, err := newClient(o)
+	if err != nil {
+		return err
+	}
+	reg := metrics.NewRegistry()
+	m := metrics.New(reg)
+	backend, err := newBackend(o, m)
+	if err != nil {
+		return fmt.Errorf("setting up %s mode: %w", o.Mode, err)
+	}
+	minSync, maxSync := o.SyncPeriods()
+	health := healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
+		HealthTimeout: 2 * maxSync, Metrics: m,
+	})
+	svcHealth := healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
+		NodeAddresses: nil, Proxier: health,
+	})
+	defer svcHealth.Close()
+	p := proxier.New(client, backend, proxier.Config{
+		NodeName: nodeName, ServiceProxyName: o.ServiceProxyName,
+		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: primaryFamily(o),
+	}, m, health, svcHealth, postSyncHooks(o, m)...)
+	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
+	return runAll(ctx, o, reg, health, p)
+}
+
+// runAll runs the proxier and the metrics and health servers; the first
+// to fail stops the others.
+func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *healthcheck.ProxierHealthServer, p *proxier.Proxier) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := make(chan error, 3)
+	run := func(name string, f func(context.Context) error) {
+		go func() {
+			err := f(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("%s: %w", name, err)
+				cancel(err)
+			}
+			errs <- err
+		}()
+	}
+	n := 1
+	run("proxier", p.Run)
+	if o.HealthzBindAddress != "" {
+		n++
+		run("healthz server", func(ctx context.Context) error { return health.Run(ctx, o.HealthzBindAddress) })
+	}
+	if o.MetricsBindAddress != "" {
+		n++
+		run("metrics server", func(ctx context.Context) error { return serveMetrics(ctx, o, reg) })
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil && !errors.Is(err, context.Canceled) {
+			first = err
+		}
+		cancel(nil)
+	}
+	klog.InfoS("Stopped; the dataplane is left in place")
+	return first
+}
+
+// serveMetrics serves /metrics, and /proxyMode as kube-proxy does.
+func serveMetrics(ctx context.Context, o *Options, reg *prometheus.Registry) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, string(o.Mode))
+	})
+	l, err := net.Listen("tcp", o.MetricsBindAddress)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newClient uses the kubeconfig/master when given, in-cluster config
+// otherwise (the DaemonSet case).
+func newClient(o *Options) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig == "" && o.Master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building API client configuration: %w", err)
+	}
+	cfg.UserAgent = "switchyard/" + Version
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	if o.KubeAPIContentType != "" {
+		cfg.ContentType = o.KubeAPIContentType
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func nodeName(o *Options) (string, error) {
+	if o.HostnameOverride != "" {
+		return o.HostnameOverride, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("reading hostname (set --hostname-override): %w", err)
+	}
+	return strings.ToLower(strings.TrimSpace(h)), nil
+}
+
+// primaryFamily is IPv6 only when the first cluster CIDR is IPv6.
+func primaryFamily(o *Options) v1.IPFamily {
+	if len(o.ClusterCIDRs) > 0 && o.ClusterCIDRs[0].Addr().Is6() {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}

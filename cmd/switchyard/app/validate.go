@@ -1,0 +1,222 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ipvsSchedulers are the IPVS schedulers switchyard accepts.
+func ipvsSchedulers() []string {
+	return []string{"rr", "lc", "dh", "sh", "wrr", "wlc", "sed", "nq", "mh"}
+}
+
+// validator collects every problem so the operator sees them all at once.
+type validator struct {
+	raw  *rawConfig
+	errs []error
+}
+
+// fail records `invalid <setting> "<value>": <reason>`.
+func (v *validator) fail(flag, value, reason string) {
+	v.errs = append(v.errs, fmt.Errorf("invalid %s %q: %s", v.raw.name(flag), value, reason))
+}
+
+// options parses and validates the merged configuration.
+func (r *rawConfig) options() (*Options, error) {
+	v := &validator{raw: r}
+	o := &Options{
+		ConfigFile:         r.ConfigFile,
+		Cleanup:            r.Cleanup,
+		Mode:               v.mode(),
+		Kubeconfig:         r.Kubeconfig,
+		Master:             r.Master,
+		KubeAPIQPS:         r.KubeAPIQPS,
+		KubeAPIBurst:       int(r.KubeAPIBurst),
+		KubeAPIContentType: r.KubeAPIContentType,
+		ConfigSyncPeriod:   r.ConfigSyncPeriod,
+		HostnameOverride:   v.hostname(),
+		ServiceProxyName:   v.serviceProxyName(),
+		ClusterCIDRs:       v.clusterCIDRs(),
+		MasqueradeAll:      r.MasqueradeAll,
+		MasqueradeBit:      v.masqueradeBit(),
+		MetricsBindAddress: v.bindAddress("metrics-bind-address", r.MetricsBindAddress, defaultMetricsPort),
+		HealthzBindAddress: v.bindAddress("healthz-bind-address", r.HealthzBindAddress, defaultHealthzPort),
+		IPTables:           IPTablesOptions{SyncPeriod: r.IPTablesSyncPeriod, MinSyncPeriod: r.IPTablesMinSyncPeriod},
+		IPVS: IPVSOptions{
+			SyncPeriod: r.IPVSSyncPeriod, MinSyncPeriod: r.IPVSMinSyncPeriod,
+			Scheduler:  v.scheduler(),
+			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
+			StrictARP: r.IPVSStrictARP,
+		},
+		UDPIdleTimeout: r.UDPIdleTimeout,
+	}
+	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
+	v.durations()
+	if r.KubeAPIBurst < 0 {
+		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
+	}
+	if err := errors.Join(v.errs...); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (v *validator) mode() Mode {
+	m := Mode(v.raw.Mode)
+	switch m {
+	case ModeIPTables, ModeIPVS, ModeUserspace:
+		return m
+	}
+	v.fail("proxy-mode", v.raw.Mode, "must be one of iptables, ipvs, userspace")
+	return ""
+}
+
+// hostname normalises the override as kube-proxy does (trimmed,
+// lower-cased) and requires a valid Node name.
+func (v *validator) hostname() string {
+	h := strings.ToLower(strings.TrimSpace(v.raw.HostnameOverride))
+	if h == "" {
+		return ""
+	}
+	if msgs := validation.IsDNS1123Subdomain(h); len(msgs) > 0 {
+		v.fail("hostname-override", v.raw.HostnameOverride, "must be a valid node name: "+strings.Join(msgs, "; "))
+	}
+	return h
+}
+
+func (v *validator) serviceProxyName() string {
+	n := v.raw.ServiceProxyName
+	if msgs := validation.IsValidLabelValue(n); len(msgs) > 0 {
+		v.fail("service-proxy-name", n, "must be a valid label value: "+strings.Join(msgs, "; "))
+	}
+	return n
+}
+
+// clusterCIDRs parses a comma-separated list with at most one prefix per IP
+// family (the dual-stack form upstream accepts).
+func (v *validator) clusterCIDRs() []netip.Prefix {
+	s := strings.TrimSpace(v.raw.ClusterCIDR)
+	if s == "" {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(part))
+		if err != nil {
+			v.fail("cluster-cidr", part, err.Error())
+			continue
+		}
+		for _, prev := range out {
+			if prev.Addr().Is4() == p.Addr().Is4() {
+				v.fail("cluster-cidr", s, "at most one CIDR per IP family is allowed")
+				return nil
+			}
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+func (v *validator) masqueradeBit() int {
+	b := v.raw.MasqueradeBit
+	if b < 0 || b > 31 {
+		v.fail("iptables-masquerade-bit", strconv.Itoa(int(b)), "must be within 0..31")
+	}
+	return int(b)
+}
+
+func (v *validator) scheduler() string {
+	s := v.raw.IPVSScheduler
+	if !slices.Contains(ipvsSchedulers(), s) {
+		v.fail("ipvs-scheduler", s, "must be one of "+strings.Join(ipvsSchedulers(), ", "))
+	}
+	return s
+}
+
+// nodePortAddresses parses the CIDR list; "primary" must stand alone.
+func (v *validator) nodePortAddresses() ([]netip.Prefix, bool) {
+	entries := v.raw.NodePortAddresses
+	if slices.Contains(entries, "primary") {
+		if len(entries) != 1 {
+			v.fail("nodeport-addresses", strings.Join(entries, ","), `"primary" cannot be combined with CIDRs`)
+		}
+		return nil, true
+	}
+	var out []netip.Prefix
+	for _, e := range entries {
+		p, err := netip.ParsePrefix(strings.TrimSpace(e))
+		if err != nil {
+			v.fail("nodeport-addresses", e, "must be a CIDR or \"primary\": "+err.Error())
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out, false
+}
+
+// bindAddress checks an "IP:port" listen address; a bare IP gets the
+// default port (as upstream's defaulting does) and "" disables the server.
+func (v *validator) bindAddress(flag, addr string, defaultPort int) string {
+	if addr == "" {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(strings.Trim(addr, "[]")); err == nil {
+		return net.JoinHostPort(ip.String(), strconv.Itoa(defaultPort))
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.fail(flag, addr, "must be IP:port: "+err.Error())
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		v.fail(flag, addr, "must be IP:port: host is not an IP address")
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		v.fail(flag, addr, "must be IP:port: port must be within 1..65535")
+		return ""
+	}
+	return addr
+}
+
+// durations checks every period and timeout.
+func (v *validator) durations() {
+	r := v.raw
+	v.positive("iptables-sync-period", r.IPTablesSyncPeriod)
+	v.positive("ipvs-sync-period", r.IPVSSyncPeriod)
+	v.positive("config-sync-period", r.ConfigSyncPeriod)
+	v.positive("udp-timeout", r.UDPIdleTimeout)
+	v.nonNegative("iptables-min-sync-period", r.IPTablesMinSyncPeriod)
+	v.nonNegative("ipvs-min-sync-period", r.IPVSMinSyncPeriod)
+	v.nonNegative("ipvs-tcp-timeout", r.IPVSTCPTimeout)
+	v.nonNegative("ipvs-tcpfin-timeout", r.IPVSTCPFinTimeout)
+	v.nonNegative("ipvs-udp-timeout", r.IPVSUDPTimeout)
+	v.notAbove("iptables-min-sync-period", r.IPTablesMinSyncPeriod, "iptables-sync-period", r.IPTablesSyncPeriod)
+	v.notAbove("ipvs-min-sync-period", r.IPVSMinSyncPeriod, "ipvs-sync-period", r.IPVSSyncPeriod)
+}
+
+func (v *validator) positive(flag string, d time.Duration) {
+	if d <= 0 {
+		v.fail(flag, d.String(), "must be greater than 0")
+	}
+}
+
+func (v *validator) nonNegative(flag string, d time.Duration) {
+	if d < 0 {
+		v.fail(flag, d.String(), "must not be negative")
+	}
+}
+
+func (v *validator) notAbove(minFlag string, minD time.Duration, maxFlag string, maxD time.Duration) {
+	if maxD > 0 && minD > maxD {
+		v.fail(minFlag, minD.String(), fmt.Sprintf("must not exceed %s (%s)", v.raw.name(maxFlag), maxD))
+	}
+}

@@ -1,0 +1,15 @@
+// Package proxier is switchyard's backend-agnostic core.
+//
+// Data flows one way: client-go informers feed the change trackers
+// (ServiceChangeTracker, EndpointsChangeTracker), which keep (previous,
+// current) per object and drop no-ops. A snapshot of the trackers is an
+// immutable State plus a Diff naming what changed since the last sync. The
+// shared, pure endpoint selection (SelectEndpoints) decides which endpoints
+// each kind of traffic may reach, so every backend has the same semantics.
+// A Backend renders and applies a State; the SyncRunner decides when, with a
+// minimum interval, a periodic full resync and retries after failure.
+//
+// Metrics (kube-proxy's names) and the /healthz, /livez and
+// health-check-node-port servers live here too, so every backend reports the
+// same way.
+package proxier

@@ -1,0 +1,191 @@
+package proxier
+
+import (
+	"maps"
+	"net/netip"
+	"reflect"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// EndpointsChangeTracker keeps the EndpointSlices of every Service, merged
+// into endpoints per service port, and the changes pending since the last
+// snapshot (the merged endpoints as last applied, per changed Service).
+// Several slices per Service are merged and duplicates across slices
+// collapse to one endpoint.
+type EndpointsChangeTracker struct {
+	nodeName string
+	invalid  InvalidFunc
+
+	mu      sync.Mutex
+	slices  map[types.NamespacedName]map[string]*sliceEndpoints
+	applied map[types.NamespacedName]map[ServicePortName][]Endpoint
+	flat    map[ServicePortName][]Endpoint
+	pending map[types.NamespacedName]*endpointsChange
+	total   int64
+}
+
+type endpointsChange struct {
+	previous map[ServicePortName][]Endpoint
+	current  map[ServicePortName][]Endpoint
+	triggers []time.Time
+}
+
+// NewEndpointsChangeTracker returns an empty tracker for the node named
+// nodeName (which decides Endpoint.IsLocal). invalid may be nil.
+func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsChangeTracker {
+	if invalid == nil {
+		invalid = func(string, string) {}
+	}
+	return &EndpointsChangeTracker{
+		nodeName: nodeName,
+		invalid:  invalid,
+		slices:   map[types.NamespacedName]map[string]*sliceEndpoints{},
+		applied:  map[types.NamespacedName]map[ServicePortName][]Endpoint{},
+		flat:     map[ServicePortName][]Endpoint{},
+		pending:  map[types.NamespacedName]*endpointsChange{},
+	}
+}
+
+// Update records an added or updated slice (removed=false) or a deleted
+// one (removed=true). It reports whether a change is now pending for the
+// slice's Service. Slices without a service-name label are ignored.
+func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool) bool {
+	if s == nil {
+		return false
+	}
+	svc, ok := serviceOfSlice(s)
+	if !ok {
+		t.invalid("EndpointSlice", "service-name")
+		klog.V(2).InfoS("Ignoring endpoint slice without a service name label", "slice", klog.KObj(s))
+		return false
+	}
+	var conv *sliceEndpoints
+	if !removed {
+		conv = convertSlice(s, t.nodeName, t.invalid)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total++
+	t.storeSliceLocked(svc, s.Name, conv)
+	ch, ok := t.pending[svc]
+	if !ok {
+		ch = &endpointsChange{previous: t.applied[svc]}
+		t.pending[svc] = ch
+	}
+	ch.current = mergeSlices(svc, t.slices[svc])
+	if tt, ok := triggerTime(s); ok {
+		ch.triggers = append(ch.triggers, tt)
+	}
+	if reflect.DeepEqual(ch.previous, ch.current) || (len(ch.previous) == 0 && len(ch.current) == 0) {
+		delete(t.pending, svc)
+		return false
+	}
+	return true
+}
+
+func (t *EndpointsChangeTracker) storeSliceLocked(svc types.NamespacedName, name string, conv *sliceEndpoints) {
+	if conv == nil {
+		delete(t.slices[svc], name)
+		if len(t.slices[svc]) == 0 {
+			delete(t.slices, svc)
+		}
+		return
+	}
+	if t.slices[svc] == nil {
+		t.slices[svc] = map[string]*sliceEndpoints{}
+	}
+	t.slices[svc][name] = conv
+}
+
+// Pending returns the number of Services with endpoint changes not yet
+// snapshotted, and the number of slice changes recorded so far.
+func (t *EndpointsChangeTracker) Pending() (pending int, total int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending), t.total
+}
+
+// apply folds pending changes into the applied endpoints, records them in
+// diff and returns a copy of the flattened endpoints.
+func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for svc, ch := range t.pending {
+		recordEndpointsDiff(diff, ch)
+		diff.TriggerTimes = append(diff.TriggerTimes, ch.triggers...)
+		for spn := range ch.previous {
+			delete(t.flat, spn)
+		}
+		maps.Copy(t.flat, ch.current)
+		if len(ch.current) == 0 {
+			delete(t.applied, svc)
+		} else {
+			t.applied[svc] = ch.current
+		}
+	}
+	clear(t.pending)
+	return maps.Clone(t.flat)
+}
+
+func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
+	for spn, prev := range ch.previous {
+		cur := ch.current[spn]
+		if reflect.DeepEqual(prev, cur) {
+			continue
+		}
+		diff.Changed[spn] = struct{}{}
+		diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev, cur)...)
+		if conntrackProtocol(spn) && !anyServing(prev) && anyServing(cur) {
+			diff.NewlyServing[spn] = struct{}{}
+		}
+	}
+	for spn, cur := range ch.current {
+		if _, ok := ch.previous[spn]; ok {
+			continue
+		}
+		diff.Changed[spn] = struct{}{}
+		if conntrackProtocol(spn) && anyServing(cur) {
+			diff.NewlyServing[spn] = struct{}{}
+		}
+	}
+}
+
+// conntrackProtocol reports whether the port's protocol keeps conntrack
+// entries that may point at REJECT while it had no endpoints (UDP, SCTP):
+// only those are reported in Diff.NewlyServing.
+func conntrackProtocol(spn ServicePortName) bool {
+	return spn.Protocol == v1.ProtocolUDP || spn.Protocol == v1.ProtocolSCTP
+}
+
+// staleEndpoints lists endpoints of prev that could receive traffic and
+// are gone from cur or no longer usable. "Usable" is the same predicate
+// endpoint selection uses, so the two never disagree.
+func staleEndpoints(spn ServicePortName, prev, cur []Endpoint) []StaleEndpoint {
+	still := make(map[netip.AddrPort]bool, len(cur))
+	for i := range cur {
+		still[cur[i].Key()] = usable(&cur[i])
+	}
+	var out []StaleEndpoint
+	for i := range prev {
+		e := prev[i]
+		if usable(&e) && !still[e.Key()] {
+			out = append(out, StaleEndpoint{Name: spn, Endpoint: e})
+		}
+	}
+	return out
+}
+
+func anyServing(eps []Endpoint) bool {
+	for i := range eps {
+		if usable(&eps[i]) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,96 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// LabelServiceProxyName marks Services handled by another proxy.
+	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	// LabelHeadless marks EndpointSlices of headless Services.
+	LabelHeadless = v1.IsHeadlessService
+	// informerResync matches kube-proxy's default configSyncPeriod.
+	informerResync = 15 * time.Minute
+)
+
+// ServiceSelector returns the label selector kube-proxy uses: services and
+// slices that are not headless and belong to no other proxy, or, when
+// proxyName is set, those that name this proxy.
+func ServiceSelector(proxyName string) labels.Selector {
+	noHeadless, _ := labels.NewRequirement(LabelHeadless, selection.DoesNotExist, nil)
+	var byName *labels.Requirement
+	if proxyName == "" {
+		byName, _ = labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+	} else {
+		r, err := labels.NewRequirement(LabelServiceProxyName, selection.Equals, []string{proxyName})
+		if err != nil {
+			// Validated by the command line; keep the safe default.
+			klog.ErrorS(err, "Invalid service proxy name", "name", proxyName)
+			r, _ = labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+		}
+		byName = r
+	}
+	return labels.NewSelector().Add(*noHeadless, *byName)
+}
+
+// Run starts the informers, waits for their caches, then runs the sync
+// loop until ctx is done. Informers stop with ctx; the dataplane is left
+// as it is so a restart drops no traffic.
+func (p *Proxier) Run(ctx context.Context) error {
+	sel := ServiceSelector(p.cfg.ServiceProxyName).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
+		}))
+	synced, err := p.addHandlers(factory, nodeFactory)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer nodeFactory.Shutdown()
+	// Wait until our handlers have seen every initial object (not only
+	// until the informers' caches are full: handlers run asynchronously),
+	// and the node too, so the first full sync is complete and knows the
+	// node's zone. A partial first sync would drop traffic on restart.
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	klog.InfoS("Informer caches synced; starting sync loop", "backend", p.backend.Name(), "node", p.cfg.NodeName)
+	p.runner.Loop(ctx)
+	return nil
+}
+
+func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory) ([]cache.InformerSynced, error) {
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{factory.Core().V1().Services().Informer(), p.serviceHandler()},
+		{factory.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
+		{nodeFactory.Core().V1().Nodes().Informer(), p.nodeHandler()},
+	}
+	synced := make([]cache.InformerSynced, 0, len(handlers))
+	for _, x := range handlers {
+		reg, err := x.inf.AddEventHandler(x.h)
+		if err != nil {
+			return nil, fmt.Errorf("adding event handler: %w", err)
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	return synced, nil
+}

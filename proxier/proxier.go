@@ -1,0 +1,138 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// HealthUpdater is told when a sync is queued and when one succeeded; the
+// /healthz and /livez server implements it.
+type HealthUpdater interface {
+	QueuedUpdate()
+	Updated()
+	SyncNode(node *v1.Node)
+}
+
+// ServiceHealth serves health-check node ports for services with
+// externalTrafficPolicy Local.
+type ServiceHealth interface {
+	SyncServices(ports map[types.NamespacedName]uint16) error
+	SyncEndpoints(localEndpoints map[types.NamespacedName]int)
+}
+
+// PostSyncHook runs after every successful sync with the State and Diff
+// that were applied (the conntrack reconciler is one).
+type PostSyncHook interface {
+	PostSync(ctx context.Context, st *State, diff *Diff)
+}
+
+// Config configures a Proxier.
+type Config struct {
+	NodeName         string
+	ServiceProxyName string
+	MinSyncPeriod    time.Duration
+	SyncPeriod       time.Duration
+	// Family is the primary IP family, used for per-service accounting
+	// (health-check node ports, no-local-endpoint metrics).
+	Family v1.IPFamily
+	Clock  clock.Clock
+}
+
+// Proxier connects informers to a Backend: it feeds the trackers, runs
+// the sync loop and reports through metrics and health.
+type Proxier struct {
+	cfg       Config
+	client    kubernetes.Interface
+	backend   Backend
+	metrics   *metrics.Metrics
+	health    HealthUpdater
+	svcHealth ServiceHealth
+	hooks     []PostSyncHook
+
+	snap   *Snapshotter
+	runner *SyncRunner
+	carry  *Diff // diff of a failed sync, merged into the next one
+}
+
+// New returns a Proxier. health and svcHealth may be nil.
+func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Metrics, health HealthUpdater, svcHealth ServiceHealth, hooks ...PostSyncHook) *Proxier {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Family == "" {
+		cfg.Family = v1.IPv4Protocol
+	}
+	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
+	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
+	retry := max(cfg.MinSyncPeriod, time.Second)
+	p.runner = NewSyncRunner(p.sync, cfg.MinSyncPeriod, cfg.SyncPeriod, retry, cfg.Clock)
+	return p
+}
+
+// Snapshotter exposes the trackers (for tests and tools).
+func (p *Proxier) Snapshotter() *Snapshotter { return p.snap }
+
+func (p *Proxier) recordInvalid(kind, reason string) {
+	if p.metrics != nil {
+		p.metrics.InvalidObjectsTotal.WithLabelValues(kind, reason).Inc()
+	}
+}
+
+// queued is called after every tracker update that left a change pending.
+func (p *Proxier) queued() {
+	if p.health != nil {
+		p.health.QueuedUpdate()
+	}
+	if p.metrics != nil {
+		p.metrics.SyncProxyRulesLastQueuedTimestamp.SetToCurrentTime()
+	}
+	p.updatePendingMetrics()
+	p.runner.Run()
+}
+
+func (p *Proxier) updatePendingMetrics() {
+	if p.metrics == nil {
+		return
+	}
+	sp, _ := p.snap.Services.Pending()
+	ep, _ := p.snap.Endpoints.Pending()
+	p.metrics.ServiceChangesPending.Set(float64(sp))
+	p.metrics.EndpointChangesPending.Set(float64(ep))
+}
+
+// sync is the SyncFunc the runner drives: snapshot, backend sync, report.
+func (p *Proxier) sync(ctx context.Context, full bool) error {
+	start := p.cfg.Clock.Now()
+	st, diff := p.snap.Snapshot()
+	diff.Merge(p.carry)
+	diff.DropRestored(st)
+	p.carry = nil
+	diff.Full = diff.Full || full
+	p.updatePendingMetrics()
+	res, err := p.backend.Sync(ctx, st, diff)
+	if err != nil {
+		p.carry = diff
+		if p.metrics != nil {
+			p.metrics.SyncErrorsTotal.WithLabelValues(p.backend.Name()).Inc()
+		}
+		klog.ErrorS(err, "Sync failed; the next sync will be full", "backend", p.backend.Name())
+		return fmt.Errorf("%s sync: %w", p.backend.Name(), err)
+	}
+	elapsed := p.cfg.Clock.Since(start)
+	p.report(st, diff, res.Full || diff.Full, elapsed)
+	for _, h := range p.hooks {
+		h.PostSync(ctx, st, diff)
+	}
+	klog.V(2).InfoS("Synced", "backend", p.backend.Name(), "full", res.Full || diff.Full,
+		"services", len(st.Services), "changed", len(diff.Changed), "elapsed", elapsed)
+	return nil
+}

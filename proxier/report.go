@@ -1,0 +1,98 @@
+package proxier
+
+import (
+	"net/netip"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// report publishes the outcome of a successful sync: metrics, health, and
+// the health-check node port servers.
+func (p *Proxier) report(st *State, diff *Diff, full bool, elapsed time.Duration) {
+	if p.health != nil {
+		p.health.Updated()
+	}
+	counts := countLocal(st, p.cfg.Family)
+	if p.svcHealth != nil {
+		if err := p.svcHealth.SyncServices(counts.hcPorts); err != nil {
+			klog.ErrorS(err, "Failed to sync health-check node ports")
+		}
+		p.svcHealth.SyncEndpoints(counts.local)
+	}
+	if p.metrics == nil {
+		return
+	}
+	m := p.metrics
+	m.SyncProxyRulesLatency.Observe(elapsed.Seconds())
+	if full {
+		m.SyncFullProxyRulesLatency.Observe(elapsed.Seconds())
+	} else {
+		m.SyncPartialProxyRulesLatency.Observe(elapsed.Seconds())
+	}
+	m.SyncProxyRulesLastTimestamp.SetToCurrentTime()
+	now := p.cfg.Clock.Now()
+	for _, t := range diff.TriggerTimes {
+		m.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
+	}
+	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyInternal).Set(float64(counts.noLocalInternal))
+	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyExternal).Set(float64(counts.noLocalExternal))
+}
+
+type localCounts struct {
+	hcPorts         map[types.NamespacedName]uint16
+	local           map[types.NamespacedName]int
+	noLocalInternal int
+	noLocalExternal int
+}
+
+// localReadyIPs adds the IPs of the node's ready endpoints to set. Only
+// ready ones count: with nothing but terminating endpoints the health
+// check must fail so load balancers drain the node (KEP-1669). IPs, not
+// IP:port pairs, so a pod serving two ports counts once.
+func localReadyIPs(set map[netip.Addr]struct{}, local []Endpoint) map[netip.Addr]struct{} {
+	for i := range local {
+		if !local[i].Ready {
+			continue
+		}
+		if set == nil {
+			set = map[netip.Addr]struct{}{}
+		}
+		set[local[i].IP] = struct{}{}
+	}
+	return set
+}
+
+// countLocal walks the State once: health-check node ports with their
+// local ready endpoint counts, and service ports whose Local policy has no
+// local endpoint while the service has endpoints elsewhere (kube-proxy's
+// sync_proxy_rules_no_local_endpoints_total).
+func countLocal(st *State, family v1.IPFamily) localCounts {
+	c := localCounts{hcPorts: map[types.NamespacedName]uint16{}, local: map[types.NamespacedName]int{}}
+	ready := map[types.NamespacedName]map[netip.Addr]struct{}{}
+	for name, sp := range st.Services {
+		if !sp.UsesLocalEndpoints() {
+			continue
+		}
+		sel := SelectEndpoints(sp, st.Endpoints[name], st.Node, family)
+		if sp.HealthCheckNodePort != 0 {
+			c.hcPorts[name.NamespacedName] = sp.HealthCheckNodePort
+			ready[name.NamespacedName] = localReadyIPs(ready[name.NamespacedName], sel.Local)
+			c.local[name.NamespacedName] = len(ready[name.NamespacedName])
+		}
+		if len(sel.Local) > 0 || !sel.HasAny {
+			continue
+		}
+		if sp.InternalPolicyLocal {
+			c.noLocalInternal++
+		}
+		if sp.ExternallyAccessible() && sp.ExternalPolicyLocal {
+			c.noLocalExternal++
+		}
+	}
+	return c
+}

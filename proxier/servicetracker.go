@@ -1,0 +1,134 @@
+package proxier
+
+import (
+	"maps"
+	"reflect"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ServiceChangeTracker keeps the service ports the proxier programs and the
+// changes pending since the last snapshot: for each changed Service, the
+// ports as last applied (previous) and as now (current). A change that
+// returns a Service to what was applied is dropped.
+type ServiceChangeTracker struct {
+	invalid InvalidFunc
+
+	mu      sync.Mutex
+	applied map[types.NamespacedName]map[ServicePortName]*ServicePort
+	flat    map[ServicePortName]*ServicePort
+	pending map[types.NamespacedName]*serviceChange
+	total   int64
+}
+
+type serviceChange struct {
+	previous map[ServicePortName]*ServicePort
+	current  map[ServicePortName]*ServicePort
+}
+
+// NewServiceChangeTracker returns an empty tracker. invalid may be nil.
+func NewServiceChangeTracker(invalid InvalidFunc) *ServiceChangeTracker {
+	if invalid == nil {
+		invalid = func(string, string) {}
+	}
+	return &ServiceChangeTracker{
+		invalid: invalid,
+		applied: map[types.NamespacedName]map[ServicePortName]*ServicePort{},
+		flat:    map[ServicePortName]*ServicePort{},
+		pending: map[types.NamespacedName]*serviceChange{},
+	}
+}
+
+// Update records a change from old to cur (either may be nil for add and
+// delete). It reports whether a change is now pending for that Service.
+func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
+	svc := cur
+	if svc == nil {
+		svc = old
+	}
+	if svc == nil {
+		return false
+	}
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	ports := ServicePortsFromService(cur, t.invalid)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total++
+	ch, ok := t.pending[key]
+	if !ok {
+		ch = &serviceChange{previous: t.applied[key]}
+		t.pending[key] = ch
+	}
+	ch.current = ports
+	if servicePortsEqual(ch.previous, ch.current) {
+		delete(t.pending, key)
+		return false
+	}
+	return true
+}
+
+// Pending returns the number of Services with changes not yet snapshotted,
+// and the number of changes recorded since the tracker was made.
+func (t *ServiceChangeTracker) Pending() (pending int, total int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending), t.total
+}
+
+// apply folds the pending changes into the applied set and records them in
+// diff. It returns a copy of the flattened service ports.
+func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePort {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, ch := range t.pending {
+		recordServiceDiff(diff, ch)
+		for spn := range ch.previous {
+			delete(t.flat, spn)
+		}
+		maps.Copy(t.flat, ch.current)
+		if len(ch.current) == 0 {
+			delete(t.applied, key)
+		} else {
+			t.applied[key] = ch.current
+		}
+	}
+	clear(t.pending)
+	return maps.Clone(t.flat)
+}
+
+func recordServiceDiff(diff *Diff, ch *serviceChange) {
+	for spn, prev := range ch.previous {
+		cur, ok := ch.current[spn]
+		if !ok {
+			diff.Changed[spn] = struct{}{}
+			diff.Deleted[spn] = prev
+			diff.ServicesChanged = true
+		} else if !reflect.DeepEqual(prev, cur) {
+			diff.Changed[spn] = struct{}{}
+			diff.ServicesChanged = true
+		}
+	}
+	for spn := range ch.current {
+		if _, ok := ch.previous[spn]; !ok {
+			diff.Changed[spn] = struct{}{}
+			delete(diff.Deleted, spn)
+			diff.ServicesChanged = true
+		}
+	}
+}
+
+func servicePortsEqual(a, b map[ServicePortName]*ServicePort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !reflect.DeepEqual(va, vb) {
+			return false
+		}
+	}
+	return true
+}
