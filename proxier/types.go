@@ -58,9 +58,13 @@ func (sp *ServicePort) ExternallyAccessible() bool {
 }
 
 // UsesClusterEndpoints reports whether any traffic to the port is sent to
-// endpoints regardless of node (Cluster policy somewhere).
+// endpoints regardless of node. That is the case under the Cluster
+// internal policy, and for every externally accessible port: even with
+// externalTrafficPolicy Local, pods and the node itself reaching an
+// external address are "short-circuited" to any endpoint (kube-proxy's
+// semantics, KEP-1669/KEP-2086).
 func (sp *ServicePort) UsesClusterEndpoints() bool {
-	return !sp.InternalPolicyLocal || (sp.ExternallyAccessible() && !sp.ExternalPolicyLocal)
+	return !sp.InternalPolicyLocal || sp.ExternallyAccessible()
 }
 
 // UsesLocalEndpoints reports whether any traffic to the port is restricted

@@ -17,3 +17,11 @@ func runCommand(ctx context.Context, argv []string) error {
 	}
 	return nil
 }
+
+// RunIn runs argv inside network namespace ns (`ip netns exec`, no shell)
+// and returns its combined output.
+func RunIn(ctx context.Context, ns string, argv ...string) (string, error) {
+	full := append([]string{"ip", "netns", "exec", ns}, argv...)
+	out, err := exec.CommandContext(ctx, full[0], full[1:]...).CombinedOutput()
+	return string(out), err
+}

@@ -67,6 +67,10 @@ func (t *Topology) clientCommands() [][]string {
 		ipn(t.ClientNS, "addr", "add", cidrAddr(t.ClientIP, t.ExtCIDR), "dev", podIfName),
 		ipn(t.ClientNS, "link", "set", podIfName, "up"),
 		ipn(t.ClientNS, "route", "add", "default", "via", t.NodeIP),
+		// Like a real node, the node has a default gateway (here the
+		// client): traffic to a service IP without rules is forwarded,
+		// not dropped for lack of a route, so it passes the FORWARD chain.
+		ipn(t.NodeNS, "route", "add", "default", "via", t.ClientIP),
 	}
 }
 

@@ -9,8 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/conntrack"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -81,7 +84,17 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// postSyncHooks are run after every successful sync.
-func postSyncHooks(o *Options, m *metrics.Metrics) []proxier.PostSyncHook {
-	return nil
+// postSyncHooks are run after every successful sync: the conntrack
+// reconciler removes stale UDP/SCTP entries in the NAT modes. The
+// userspace mode NATs nothing through conntrack for services (its own
+// sessions are reset by the proxy), so it runs without it.
+func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, error) {
+	if o.Mode == ModeUserspace {
+		return nil, nil
+	}
+	table, err := conntrack.NewNetlinkTable(netns.None())
+	if err != nil {
+		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
+	}
+	return []proxier.PostSyncHook{conntrack.New(table, conntrack.Config{Families: families(o)}, m)}, nil
 }

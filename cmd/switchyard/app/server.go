@@ -43,6 +43,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up %s mode: %w", o.Mode, err)
 	}
+	hooks, err := postSyncHooks(o, m)
+	if err != nil {
+		return err
+	}
 	minSync, maxSync := o.SyncPeriods()
 	health := healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
 		HealthTimeout: 2 * maxSync, Metrics: m,
@@ -54,7 +58,7 @@ func Run(ctx context.Context, o *Options) error {
 	p := proxier.New(client, backend, proxier.Config{
 		NodeName: nodeName, ServiceProxyName: o.ServiceProxyName,
 		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: primaryFamily(o),
-	}, m, health, svcHealth, postSyncHooks(o, m)...)
+	}, m, health, svcHealth, hooks...)
 	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
 	return runAll(ctx, o, reg, health, p)
 }

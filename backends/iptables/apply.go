@@ -1,0 +1,228 @@
+package iptables
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// installedChain is what this mode believes one of its chains holds in the
+// kernel: a fingerprint of the rules it last wrote there (known is false
+// when a failed restore may or may not have applied them) and how many.
+type installedChain struct {
+	hash  uint64
+	known bool
+	rules int
+}
+
+// familySync applies rulesets of one IP family. It remembers what it
+// wrote, so a partial sync sends only the chains that changed and never
+// reads the kernel's rules (iptables-save costs seconds on big tables).
+type familySync struct {
+	fam runner.Family
+	fc  *familyConfig
+	// prev is the ruleset of the last successful sync (with the rule text
+	// of per-service chains dropped once applied); nil forces a full sync.
+	prev *Ruleset
+	// installed is every chain of ours believed to exist in the kernel.
+	installed map[chainKey]installedChain
+	// tableRules counts the rules of installed, per table.
+	tableRules map[table]int
+	// listed is set once the chains left by an earlier run (of switchyard
+	// or kube-proxy) were listed, so the first full sync can delete them.
+	listed bool
+}
+
+func newFamilySync(fam runner.Family, fc *familyConfig) *familySync {
+	return &familySync{fam: fam, fc: fc, installed: map[chainKey]installedChain{}, tableRules: map[table]int{}}
+}
+
+// syncOutcome reports one family's sync.
+type syncOutcome struct {
+	full    bool
+	written map[table]int // rule lines written, per table
+}
+
+// sync makes the kernel match state: a partial sync when the previous one
+// succeeded, the Diff allows it and the canary chains are still there,
+// else a full one. On error the next sync is full.
+func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State, diff *proxier.Diff) (syncOutcome, error) {
+	full, reason := f.fullSyncReason(b.runner, state, diff)
+	out := syncOutcome{full: full, written: map[table]int{}}
+	var txs []*transaction
+	var rs *Ruleset
+	if full {
+		klog.V(3).InfoS("iptables full sync", "family", f.fam, "reason", reason)
+		if err := f.prepareFull(ctx, b.runner); err != nil {
+			f.prev = nil
+			return out, err
+		}
+		rs = render(f.fc, state)
+		txs = planTransactions(rs.chains(), f.staleChains(rs), b.chunkRules())
+	} else {
+		rs = renderPartial(f.fc, state, diff, f.prev)
+		writes, deletes := f.partialChanges(rs)
+		txs = planTransactions(writes, deletes, b.chunkRules())
+	}
+	f.prev = nil // until this sync succeeds
+	if err := f.apply(ctx, b, txs, out.written, !full); err != nil {
+		return out, err
+	}
+	f.prev = compact(rs)
+	return out, nil
+}
+
+// fullSyncReason says whether this sync must be full, and why.
+func (f *familySync) fullSyncReason(r runner.Interface, state *proxier.State, diff *proxier.Diff) (bool, string) {
+	switch {
+	case f.prev == nil:
+		return true, "first sync or previous sync failed"
+	case diff == nil || diff.Full:
+		return true, "requested"
+	case !slices.Equal(f.prev.node, nodeAddrs(nodeOf(state), f.fc.family)):
+		return true, "node addresses changed"
+	}
+	for _, t := range allTables() {
+		ok, err := r.ChainExists(f.fam, string(t), chainCanary)
+		if err != nil || !ok {
+			// Someone flushed our tables (firewalld reload, iptables -F -X):
+			// everything must be rewritten.
+			klog.InfoS("iptables canary chain gone, doing a full sync", "family", f.fam, "table", t, "err", err)
+			return true, "canary chain gone"
+		}
+	}
+	return false, ""
+}
+
+// prepareFull ensures the jumps from the built-in chains (outside the
+// restore payload: other programs own those chains) and, once, lists the
+// chains an earlier run left behind.
+func (f *familySync) prepareFull(ctx context.Context, r runner.Interface) error {
+	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
+		if _, err := r.EnsureChain(f.fam, string(j.table), j.to); err != nil {
+			return fmt.Errorf("iptables backend: %s: ensure chain %s/%s: %w", f.fam, j.table, j.to, err)
+		}
+		if _, err := r.EnsureRule(f.fam, runner.Prepend, string(j.table), j.from, j.args...); err != nil {
+			return fmt.Errorf("iptables backend: %s: ensure jump %s/%s -> %s: %w", f.fam, j.table, j.from, j.to, err)
+		}
+	}
+	if !f.listed {
+		f.listLeftovers(ctx, r)
+	}
+	return nil
+}
+
+// listLeftovers records the service chains present in nat before our first
+// sync, so that the stale ones get deleted. Off the hot path: once per
+// process. A failure only means leftovers stay (they are unreferenced).
+func (f *familySync) listLeftovers(ctx context.Context, r runner.Interface) {
+	data, err := r.SaveTable(ctx, f.fam, string(tableNAT))
+	if err != nil {
+		klog.ErrorS(err, "Listing iptables chains failed; stale service chains may stay", "family", f.fam)
+		return
+	}
+	for _, name := range chainsInSave(data) {
+		k := chainKey{table: tableNAT, name: name}
+		if _, ok := f.installed[k]; !ok && isServiceChain(name) {
+			f.installed[k] = installedChain{}
+		}
+	}
+	f.listed = true
+}
+
+// staleChains are the installed service chains the ruleset no longer has.
+func (f *familySync) staleChains(rs *Ruleset) []chainKey {
+	want := map[chainKey]bool{}
+	for _, c := range rs.chains() {
+		want[c.key] = true
+	}
+	var out []chainKey
+	for k := range f.installed {
+		if !want[k] && isServiceChain(k.name) {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
+}
+
+func compareKeys(a, b chainKey) int {
+	if a.table != b.table {
+		if a.table < b.table {
+			return -1
+		}
+		return 1
+	}
+	if a.name < b.name {
+		return -1
+	} else if a.name > b.name {
+		return 1
+	}
+	return 0
+}
+
+// apply runs the transactions in order, recording each one that
+// committed. It stops at the first failure: the transactions before it
+// committed, ordering kept every reference valid, and the rules in force
+// are a consistent mix of old and new.
+func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, written map[table]int, partial bool) error {
+	for i, tx := range txs {
+		data := tx.payload()
+		if err := b.runner.Restore(ctx, f.fam, data); err != nil {
+			f.recordUncertain(tx)
+			b.countRestoreFailure(partial)
+			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
+				"partial", partial, "lines", runner.OffendingLines(data, err))
+			return fmt.Errorf("iptables backend: %s: restore %d of %d: %w", f.fam, i+1, len(txs), err)
+		}
+		f.record(tx)
+		for t, n := range tx.rulesWritten() {
+			written[t] += n
+		}
+	}
+	return nil
+}
+
+// record notes a committed transaction.
+func (f *familySync) record(tx *transaction) {
+	for _, c := range tx.writes {
+		f.setInstalled(c.key, installedChain{hash: c.hash(), known: true, rules: len(c.rules)})
+	}
+	for _, k := range tx.deletes {
+		f.setInstalled(k, installedChain{})
+		delete(f.installed, k)
+	}
+}
+
+// recordUncertain notes a failed transaction. A table committed before
+// the failing one may have applied: its written chains may exist with
+// unknown content, its deleted chains may still exist. The next sync is
+// full and settles both.
+func (f *familySync) recordUncertain(tx *transaction) {
+	for _, c := range tx.writes {
+		f.setInstalled(c.key, installedChain{rules: len(c.rules)})
+	}
+	f.prev = nil
+}
+
+func (f *familySync) setInstalled(k chainKey, c installedChain) {
+	f.tableRules[k.table] += c.rules - f.installed[k].rules
+	f.installed[k] = c
+}
+
+// chainsInSave lists the chains declared in iptables-save output.
+func chainsInSave(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(line, ":"), " "); ok && strings.HasPrefix(line, ":") {
+			out = append(out, name)
+		}
+	}
+	return out
+}

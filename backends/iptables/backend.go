@@ -1,0 +1,174 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// Backend is the iptables proxy mode: kube-proxy's rules, written with
+// bounded iptables-restore transactions and partial syncs that send only
+// what changed.
+type Backend struct {
+	runner  runner.Interface
+	metrics *metrics.Metrics
+	// chunkRules bounds a transaction; 0 means one transaction.
+	chunkRulesBound int
+
+	mu       sync.Mutex // serialises Sync and Cleanup
+	families []*familySync
+}
+
+var _ proxier.Backend = (*Backend)(nil)
+
+// New builds the backend. It does not touch iptables: the first Sync
+// writes everything.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules()}
+	if cfg.Runner.Mode() == runner.ModeLegacy {
+		// Legacy iptables rewrites the whole table on every commit:
+		// chunking would multiply that cost.
+		b.chunkRulesBound = 0
+	}
+	for _, fam := range cfg.families() {
+		b.families = append(b.families, newFamilySync(runnerFamily(fam), cfg.forFamily(fam)))
+	}
+	return b, nil
+}
+
+// Name is the proxy mode.
+func (b *Backend) Name() string { return "iptables" }
+
+func (b *Backend) chunkRules() int { return b.chunkRulesBound }
+
+// Sync renders state and applies it, family by family. A family that
+// fails does not stop the other; the error names it and the next sync of
+// that family is full. Rules in force stay valid throughout.
+func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res proxier.SyncResult
+	written := map[table]int{}
+	var errs []error
+	for _, f := range b.families {
+		out, err := f.sync(ctx, b, state, diff)
+		res.Full = res.Full || out.full
+		for t, n := range out.written {
+			written[t] += n
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	b.reportRules(written)
+	klog.V(2).InfoS("iptables sync done", "full", res.Full,
+		"natRulesWritten", written[tableNAT], "filterRulesWritten", written[tableFilter])
+	return res, nil
+}
+
+// reportRules sets the rule-count gauges after a successful sync.
+func (b *Backend) reportRules(written map[table]int) {
+	if b.metrics == nil {
+		return
+	}
+	for _, t := range []table{tableFilter, tableNAT} {
+		total := 0
+		for _, f := range b.families {
+			total += f.tableRules[t]
+		}
+		b.metrics.IPTablesRulesTotal.WithLabelValues(metricTable(t)).Set(float64(total))
+		b.metrics.IPTablesRulesLastSync.WithLabelValues(metricTable(t)).Set(float64(written[t]))
+	}
+}
+
+func (b *Backend) countRestoreFailure(partial bool) {
+	if b.metrics == nil {
+		return
+	}
+	b.metrics.IPTablesRestoreFailuresTotal.Inc()
+	if partial {
+		b.metrics.IPTablesPartialRestoreFailuresTotal.Inc()
+	}
+}
+
+func metricTable(t table) string {
+	if t == tableNAT {
+		return metrics.TableNAT
+	}
+	return metrics.TableFilter
+}
+
+func runnerFamily(f v1.IPFamily) runner.Family {
+	if f == v1.IPv6Protocol {
+		return runner.IPv6
+	}
+	return runner.IPv4
+}
+
+// Cleanup removes the jumps from the built-in chains and every chain this
+// mode creates (and kube-proxy's chains of the same names), in every
+// configured family; other programs' chains and rules stay. It lists
+// chains with iptables-save: it is not on the hot path.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, f := range b.families {
+		if err := f.cleanup(ctx, b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
+	r := b.runner
+	f.prev = nil
+	var errs []error
+	for _, j := range jumpRules(false, f.fam == runner.IPv4) {
+		if err := r.DeleteRule(f.fam, string(j.table), j.from, j.args...); err != nil {
+			errs = append(errs, fmt.Errorf("iptables cleanup: %s: delete jump %s/%s -> %s: %w", f.fam, j.table, j.from, j.to, err))
+		}
+	}
+	var deletes []chainKey
+	for _, t := range allTables() {
+		data, err := r.SaveTable(ctx, f.fam, string(t))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("iptables cleanup: %s: list %s: %w", f.fam, t, err))
+			continue
+		}
+		for _, name := range chainsInSave(data) {
+			if isOwnedChain(t, name) {
+				deletes = append(deletes, chainKey{table: t, name: name})
+			}
+		}
+	}
+	for i, tx := range planTransactions(nil, deletes, b.chunkRules()) {
+		data := tx.payload()
+		if err := r.Restore(ctx, f.fam, data); err != nil {
+			klog.ErrorS(err, "iptables-restore failed during cleanup", "family", f.fam, "lines", runner.OffendingLines(data, err))
+			errs = append(errs, fmt.Errorf("iptables cleanup: %s: restore %d: %w", f.fam, i+1, err))
+			break
+		}
+		f.record(tx)
+	}
+	if len(errs) == 0 {
+		// Nothing of ours is left: the next sync starts from scratch.
+		f.installed, f.tableRules, f.listed = map[chainKey]installedChain{}, map[table]int{}, true
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,140 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// DefaultChunkRules is the default bound on the number of lines of one
+// iptables-restore transaction in a sync. iptables-nft with --noflush is
+// quadratic in the size of one transaction; ~4,000-rule chunks measured
+// linear (see shared/PERF-FACTS.md).
+const DefaultChunkRules = 4000
+
+// DefaultMasqueradeBit is kube-proxy's default --iptables-masquerade-bit.
+const DefaultMasqueradeBit = 14
+
+// Config configures the iptables backend.
+type Config struct {
+	// Families are the IP families to program, one render and one set of
+	// restores each. Empty means IPv4 only.
+	Families []v1.IPFamily
+	// ClusterCIDRs are the pod CIDRs (--cluster-cidr), used to tell pod
+	// traffic from other traffic. Only the first prefix of each family
+	// decides masquerading, as kube-proxy's ClusterCIDR local detector.
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll SNATs all traffic sent via a cluster IP.
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit that flags packets for SNAT
+	// (0..31); nil means DefaultMasqueradeBit (mark 0x4000).
+	MasqueradeBit *int32
+	// NodePortAddresses restricts NodePorts to local addresses inside these
+	// prefixes. Empty means every local address (addrtype LOCAL). A family
+	// with no prefix of its own matches every local address, as in
+	// kube-proxy.
+	NodePortAddresses []netip.Prefix
+	// LocalhostNodePorts makes IPv4 NodePorts answer on 127.0.0.0/8 (the
+	// caller must also set net.ipv4.conf.all.route_localnet=1), and adds
+	// kube-proxy's KUBE-FIREWALL rule that blocks martian localnet traffic.
+	LocalhostNodePorts bool
+	// Runner runs iptables; required.
+	Runner runner.Interface
+	// Metrics receives the iptables metrics; nil disables them.
+	Metrics *metrics.Metrics
+	// ChunkRules bounds the lines of one restore transaction during a
+	// sync; 0 means DefaultChunkRules. Ignored on legacy iptables, which
+	// rewrites the whole table on every commit anyway (one transaction).
+	ChunkRules int
+}
+
+// familyConfig is the part of Config one family's render needs.
+type familyConfig struct {
+	family             v1.IPFamily
+	clusterCIDR        netip.Prefix // invalid when none of this family
+	masqueradeAll      bool
+	masqueradeMark     string // "0x4000"
+	nodePortAddresses  []netip.Prefix
+	localhostNodePorts bool
+}
+
+func (c *Config) validate() error {
+	if c.Runner == nil {
+		return fmt.Errorf("iptables backend: no runner")
+	}
+	if b := c.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
+		return fmt.Errorf("iptables backend: masquerade bit %d not in 0..31", *b)
+	}
+	for _, f := range c.families() {
+		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
+			return fmt.Errorf("iptables backend: unknown IP family %q", f)
+		}
+	}
+	if c.ChunkRules < 0 {
+		return fmt.Errorf("iptables backend: negative chunk size %d", c.ChunkRules)
+	}
+	return nil
+}
+
+func (c *Config) families() []v1.IPFamily {
+	if len(c.Families) == 0 {
+		return []v1.IPFamily{v1.IPv4Protocol}
+	}
+	return c.Families
+}
+
+func (c *Config) chunkRules() int {
+	if c.ChunkRules == 0 {
+		return DefaultChunkRules
+	}
+	return c.ChunkRules
+}
+
+// forFamily derives the render configuration of one family.
+func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
+	bit := int32(DefaultMasqueradeBit)
+	if c.MasqueradeBit != nil {
+		bit = *c.MasqueradeBit
+	}
+	fc := &familyConfig{
+		family:             family,
+		masqueradeAll:      c.MasqueradeAll,
+		masqueradeMark:     fmt.Sprintf("%#x", uint32(1)<<uint(bit)),
+		localhostNodePorts: c.LocalhostNodePorts && family == v1.IPv4Protocol,
+	}
+	for _, p := range c.ClusterCIDRs {
+		if p.IsValid() && familyOfPrefix(p) == family {
+			fc.clusterCIDR = p.Masked()
+			break
+		}
+	}
+	fc.nodePortAddresses = nodePortPrefixes(c.NodePortAddresses, family)
+	return fc
+}
+
+// nodePortPrefixes keeps the prefixes of one family; nil means "every local
+// address" (no prefix of the family, or a zero-length one).
+func nodePortPrefixes(all []netip.Prefix, family v1.IPFamily) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range all {
+		if !p.IsValid() || familyOfPrefix(p) != family {
+			continue
+		}
+		if p.Bits() == 0 {
+			return nil
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+func familyOfPrefix(p netip.Prefix) v1.IPFamily {
+	if p.Addr().Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}

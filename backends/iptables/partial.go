@@ -1,0 +1,62 @@
+package iptables
+
+import "slices"
+
+// partialChanges lists what a partial sync writes and deletes: the chains
+// of re-rendered service ports whose rules differ from what was last
+// written, the top-level chains if they were rebuilt and differ, and the
+// chains of re-rendered or removed service ports that went away. A
+// one-endpoint change thus sends that service's KUBE-SVC chain and one
+// KUBE-SEP chain, not the table.
+func (f *familySync) partialChanges(rs *Ruleset) (writes []*chainRules, deletes []chainKey) {
+	for _, n := range rs.changed {
+		cur, old := rs.services[n], f.prev.services[n]
+		if cur != nil {
+			for _, c := range cur.chains {
+				if f.differs(c) {
+					writes = append(writes, c)
+				}
+			}
+		}
+		if old == nil {
+			continue
+		}
+		for _, c := range old.chains {
+			if cur == nil || !slices.ContainsFunc(cur.chains, func(x *chainRules) bool { return x.key == c.key }) {
+				deletes = append(deletes, c.key)
+			}
+		}
+	}
+	if rs.dispatchRebuilt {
+		for _, c := range rs.dispatch {
+			if f.differs(c) {
+				writes = append(writes, c)
+			}
+		}
+	}
+	return writes, deletes
+}
+
+// differs reports whether a chain must be written: it is not known to be
+// installed with exactly these rules.
+func (f *familySync) differs(c *chainRules) bool {
+	in, ok := f.installed[c.key]
+	return !ok || !in.known || in.rules != len(c.rules) || in.hash != c.hash()
+}
+
+// compact drops the rule text of per-service chains once applied: a later
+// partial sync needs only their names (to delete the ones that go away)
+// and the fingerprints kept in installed. At 10k services x 10 endpoints
+// this is most of the memory a ruleset takes. Top-level and base chains
+// keep their rules. A compacted ruleset can be diffed against, not
+// applied or printed.
+func compact(rs *Ruleset) *Ruleset {
+	for _, n := range rs.changed {
+		if s := rs.services[n]; s != nil {
+			for _, c := range s.chains {
+				c.rules = nil
+			}
+		}
+	}
+	return rs
+}

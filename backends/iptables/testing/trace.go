@@ -1,0 +1,128 @@
+package iptablestest
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+)
+
+// Packet is the first packet of a NEW connection to trace.
+type Packet struct {
+	SrcIP, DstIP     netip.Addr
+	Protocol         string // "tcp" (default), "udp" or "sctp"
+	SrcPort, DstPort uint16
+	// Local means the packet originates on the node (nat OUTPUT path);
+	// otherwise it arrives from a pod or from outside (nat PREROUTING).
+	Local bool
+	// NodeIPs are the node's addresses: "-m addrtype --src-type/--dst-type
+	// LOCAL" matches them and loopback addresses.
+	NodeIPs []netip.Addr
+	// InInterface and OutInterface feed -i / -o; rules that use them fail
+	// the trace while these are empty.
+	InInterface, OutInterface string
+	// Mark is the packet's fwmark when it enters.
+	Mark uint32
+	// RecentMayMatch makes "-m recent --rcheck/--update" a branch that may
+	// or may not match (a client with session affinity state); by default
+	// it never matches (a client seen for the first time).
+	RecentMayMatch bool
+}
+
+// Path is one possible fate of the packet: probabilistic rules branch.
+type Path struct {
+	Verdict    string // "ACCEPT", "DROP" or "REJECT"
+	DNAT       string // "ip:port" it was DNATed to; "" if not
+	Masquerade bool   // SNATed / masqueraded in nat POSTROUTING
+	Mark       uint32
+	Rules      []string // every rule that matched, "table: -A CHAIN ...", in order
+}
+
+// TraceResult sums up every path.
+type TraceResult struct {
+	// Endpoints are the DNAT destinations of accepted paths, sorted, unique.
+	Endpoints []string
+	// Rejected and Dropped say that some path was rejected or dropped.
+	Rejected, Dropped bool
+	// Masquerade says that some accepted path was masqueraded.
+	Masquerade bool
+	Paths      []Path
+}
+
+// maxTracePaths bounds the branching of probabilistic rules.
+const maxTracePaths = 10000
+
+// maxTraceDepth bounds nested jumps (iptables itself refuses loops).
+const maxTraceDepth = 64
+
+// Trace walks the rules a NEW connection traverses, the way the kernel
+// does: from outside, nat PREROUTING, then filter INPUT and nat INPUT if
+// the (DNATed) destination is local, else filter FORWARD and nat
+// POSTROUTING; from the node itself (Local), nat OUTPUT, filter OUTPUT,
+// nat POSTROUTING (and filter INPUT for a local destination). The mangle
+// and raw tables are not traversed. Rules that need a match or target the
+// tracer does not model make it fail.
+func (f *Fake) Trace(fam runner.Family, pkt Packet) (TraceResult, error) {
+	if err := checkPacket(fam, &pkt); err != nil {
+		return TraceResult{}, err
+	}
+	f.mu.Lock()
+	tables := map[string]*table{"nat": f.tables[fam]["nat"], "filter": f.tables[fam]["filter"]}
+	f.mu.Unlock()
+	t := &tracer{tables: tables, pkt: pkt}
+	start := flow{dst: pkt.DstIP, dport: pkt.DstPort, mark: pkt.Mark}
+	var flows []flow
+	if pkt.Local {
+		flows = t.hooks([]flow{start}, "nat/OUTPUT", "filter/OUTPUT", "nat/POSTROUTING")
+		in, remote := t.splitLocal(flows)
+		flows = append(remote, t.hooks(in, "filter/INPUT")...)
+	} else {
+		flows = t.hooks([]flow{start}, "nat/PREROUTING")
+		in, fwd := t.splitLocal(flows)
+		flows = append(t.hooks(in, "filter/INPUT", "nat/INPUT"), t.hooks(fwd, "filter/FORWARD", "nat/POSTROUTING")...)
+	}
+	if t.err != nil {
+		return TraceResult{}, t.err
+	}
+	for i := range flows {
+		flows[i].verdict = "ACCEPT"
+	}
+	return summarize(append(t.done, flows...)), nil
+}
+
+func checkPacket(fam runner.Family, pkt *Packet) error {
+	pkt.Protocol = strings.ToLower(pkt.Protocol)
+	if pkt.Protocol == "" {
+		pkt.Protocol = "tcp"
+	}
+	for _, a := range []netip.Addr{pkt.SrcIP, pkt.DstIP} {
+		if !a.IsValid() || a.Is4() != (fam == runner.IPv4) {
+			return fmt.Errorf("iptablestest: trace: address %v is not %s", a, fam)
+		}
+	}
+	return nil
+}
+
+func summarize(flows []flow) TraceResult {
+	var res TraceResult
+	seen := map[string]bool{}
+	for _, fl := range flows {
+		res.Paths = append(res.Paths, Path{Verdict: fl.verdict, DNAT: fl.dnat, Masquerade: fl.masq, Mark: fl.mark, Rules: fl.rules})
+		switch fl.verdict {
+		case "DROP":
+			res.Dropped = true
+		case "REJECT":
+			res.Rejected = true
+		case "ACCEPT":
+			res.Masquerade = res.Masquerade || fl.masq
+			if fl.dnat != "" && !seen[fl.dnat] {
+				seen[fl.dnat] = true
+				res.Endpoints = append(res.Endpoints, fl.dnat)
+			}
+		}
+	}
+	sort.Strings(res.Endpoints)
+	return res
+}

@@ -1,0 +1,50 @@
+// Package conntrack deletes stale UDP and SCTP conntrack entries after a
+// sync.
+//
+// The kernel NATs a flow once, on its first packet, and remembers the
+// translation in the conntrack entry. A UDP client that keeps sending from
+// the same source port (a DNS resolver, a syslog or statsd sender) never
+// starts a new flow, so after its endpoint goes away its packets keep going
+// to the dead address until the entry expires, which it never does while
+// traffic flows. TCP does not need this: the dead endpoint answers with a
+// reset, or the connection times out, and the client reconnects.
+//
+// Reconciler is a proxier.PostSyncHook. After a sync that could have made
+// entries stale it walks the conntrack table of each configured IP family
+// once and deletes every UDP or SCTP entry whose original destination is a
+// service address (cluster IP, external IP or load-balancer IP with the
+// service port, or a node address with the NodePort) and whose reply source
+// (the endpoint it was DNATed to) is not an endpoint that traffic may reach
+// now (proxier.SelectEndpoints, AllReachable). Entries for service
+// addresses that no longer exist are deleted too. An entry that was never
+// NATed (its reply source is the service address itself) is kept while the
+// service has no endpoints and deleted once it has some. Such entries come
+// from packets that found no rule at all, e.g. before the first sync or
+// while rules were being replaced non-atomically; a packet REJECTed in the
+// filter table leaves no entry (it is never confirmed; the kernel test
+// shows both). Entries that are not service traffic, and all TCP entries,
+// are never touched.
+//
+// The decision is made inside the netlink delete filter, so a pass is one
+// dump of the family's table plus one delete request per stale entry
+// (Table). Nothing is scanned unless the sync's Diff says something
+// relevant changed (an endpoint went away, a UDP/SCTP port was deleted,
+// gained its first endpoints, or changed its addresses, or the sync was
+// full) and there is UDP/SCTP service traffic to look at. A failed pass is
+// retried after the next sync.
+//
+// SCTP is matched by address only: netlink v1.3.1 does not parse SCTP
+// ports, so an SCTP entry is kept if its reply source is a reachable
+// endpoint address of any SCTP port of the same service address.
+//
+// In userspace mode there are no NAT entries for services: the proxy
+// itself receives the client's packets on the service address and opens
+// its own flows to the endpoints, and the userspace backend resets its own
+// sessions when endpoints go away. The reconciler may run there and is
+// harmless: the entries it can match were never NATed (reply source ==
+// original destination), so deleting one only makes the kernel create an
+// identical entry on the next packet. This relies on the userspace backend
+// not REDIRECTing service traffic: deleting a REDIRECT entry while the
+// proxy answers could make the proxy's reply claim the tuple the client's
+// next packet needs. Do not install the reconciler with such a backend.
+package conntrack

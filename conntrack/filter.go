@@ -1,0 +1,52 @@
+package conntrack
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/klog/v2"
+)
+
+// flowTuple is the part of a conntrack entry the reconciler decides on.
+type flowTuple struct {
+	proto    uint8
+	origDst  netip.AddrPort
+	replySrc netip.AddrPort
+}
+
+// tupleOf converts a netlink flow. Unparseable addresses become the zero
+// netip.Addr, which matches no service address.
+func tupleOf(f *netlink.ConntrackFlow) flowTuple {
+	return flowTuple{
+		proto:    f.Forward.Protocol,
+		origDst:  netip.AddrPortFrom(addrOf(f.Forward.DstIP), f.Forward.DstPort),
+		replySrc: netip.AddrPortFrom(addrOf(f.Reverse.SrcIP), f.Reverse.SrcPort),
+	}
+}
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// staleFilter is the netlink.CustomConntrackFilter handed to the delete
+// pass: it matches the flows the index says are stale.
+type staleFilter struct {
+	index serviceIndex
+}
+
+var _ netlink.CustomConntrackFilter = staleFilter{}
+
+// MatchConntrackFlow implements netlink.CustomConntrackFilter.
+func (s staleFilter) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
+	t := tupleOf(f)
+	if !s.index.isStale(&t) {
+		return false
+	}
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS("Deleting stale conntrack entry", "proto", t.proto,
+			"origDst", t.origDst, "replySrc", t.replySrc, "origSrc", f.Forward.SrcIP)
+	}
+	return true
+}

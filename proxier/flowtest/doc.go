@@ -1,0 +1,18 @@
+// Package flowtest is the shared, backend-independent packet-flow table:
+// what Kubernetes (kube-proxy) does with the first packet of a connection,
+// written by hand from the Service semantics, never computed by a backend
+// or by proxier.SelectEndpoints.
+//
+// Every backend runs the same table against a model of what it programmed:
+//
+//	state, node := flowtest.Fixture()
+//	// ... sync the backend (built from node.ClusterCIDRs, node.NodeIPs,
+//	// node.MasqueradeAll) with state against its fake kernel ...
+//	flowtest.Run(t, model) // model.Flow(packet) answers from the fake
+//
+// The iptables backend's model is iptablestest.FlowModel (its packet
+// tracer); the IPVS and userspace backends write their own.
+//
+// A model that cannot tell whether a flow is masqueraded returns
+// MasqChecked false and the masquerade column is then skipped.
+package flowtest
