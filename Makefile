@@ -37,8 +37,11 @@ test: lint unit kernel e2e
 bench:
 	hack/bench.sh
 
+# make demo [MODE=iptables|userspace] [KEEP=1]
+MODE ?= iptables
 demo: build tools
-	hack/demo.sh
+	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestDemo$$' -v ./e2e/ 2>&1 | grep -v '^=== RUN'
 
 clean:
 	rm -rf bin
