@@ -41,6 +41,9 @@ type Config struct {
 	ServiceProxyName string
 	MinSyncPeriod    time.Duration
 	SyncPeriod       time.Duration
+	// FullSyncPeriod bounds how long the backend goes without a full
+	// rewrite; 0 means DefaultFullSyncInterval.
+	FullSyncPeriod time.Duration
 	// Family is the primary IP family, used for per-service accounting
 	// (health-check node ports, no-local-endpoint metrics).
 	Family v1.IPFamily
@@ -68,13 +71,16 @@ func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Me
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.FullSyncPeriod <= 0 {
+		cfg.FullSyncPeriod = DefaultFullSyncInterval
+	}
 	if cfg.Family == "" {
 		cfg.Family = v1.IPv4Protocol
 	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
 	retry := max(cfg.MinSyncPeriod, time.Second)
-	p.runner = NewSyncRunner(p.sync, cfg.MinSyncPeriod, cfg.SyncPeriod, retry, cfg.Clock)
+	p.runner = NewSyncRunner(p.sync, cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.FullSyncPeriod, retry, cfg.Clock)
 	return p
 }
 
@@ -110,13 +116,14 @@ func (p *Proxier) updatePendingMetrics() {
 }
 
 // sync is the SyncFunc the runner drives: snapshot, backend sync, report.
-func (p *Proxier) sync(ctx context.Context, full bool) error {
+func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 	start := p.cfg.Clock.Now()
 	st, diff := p.snap.Snapshot()
 	diff.Merge(p.carry)
 	diff.DropRestored(st)
 	p.carry = nil
-	diff.Full = diff.Full || full
+	diff.Full = diff.Full || req.Full
+	diff.Verify = req.Periodic
 	p.updatePendingMetrics()
 	res, err := p.backend.Sync(ctx, st, diff)
 	if err != nil {

@@ -7,36 +7,60 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// SyncFunc performs one sync. full asks for a complete rewrite (first
-// sync, periodic resync, or after a failure).
-type SyncFunc func(ctx context.Context, full bool) error
+// SyncRequest says what kind of sync the runner asks for.
+type SyncRequest struct {
+	// Full asks for a complete rewrite: the first sync, after a failure,
+	// and at least every FullInterval.
+	Full bool
+	// Periodic is set when the sync was started by the MaxInterval timer
+	// rather than by a change: backends use it to verify, cheaply, that
+	// the kernel still holds what they wrote (someone may have flushed a
+	// chain) without rewriting everything.
+	Periodic bool
+}
+
+// SyncFunc performs one sync.
+type SyncFunc func(ctx context.Context, req SyncRequest) error
+
+// DefaultFullSyncInterval is how often a full rewrite happens when nothing
+// fails: kube-proxy's FullSyncPeriod. At 10k services a full iptables
+// rewrite costs seconds, so the MaxInterval tick (30 s) is partial and
+// verifying instead.
+const DefaultFullSyncInterval = time.Hour
 
 // SyncRunner calls a SyncFunc with bounded frequency: never more often than
-// MinInterval, at least every MaxInterval (a full resync), and again after
-// a failure (full, with a backoff from RetryInterval up to MaxInterval).
-// Requests arriving while a sync runs or waits collapse into one: the
-// request channel has a single slot.
+// MinInterval, at least every MaxInterval (a periodic, verifying sync),
+// fully at least every FullInterval, and again after a failure (full, with
+// a backoff from RetryInterval up to MaxInterval). Requests arriving while
+// a sync runs or waits collapse into one: the request channel has a single
+// slot.
 type SyncRunner struct {
 	fn            SyncFunc
 	minInterval   time.Duration
 	maxInterval   time.Duration
+	fullInterval  time.Duration
 	retryInterval time.Duration
 	clock         clock.Clock
 	requests      chan struct{}
 }
 
-// NewSyncRunner returns a runner; call Loop to start it.
-func NewSyncRunner(fn SyncFunc, minInterval, maxInterval, retryInterval time.Duration, clk clock.Clock) *SyncRunner {
+// NewSyncRunner returns a runner; call Loop to start it. A fullInterval of
+// 0 makes every periodic sync full.
+func NewSyncRunner(fn SyncFunc, minInterval, maxInterval, fullInterval, retryInterval time.Duration, clk clock.Clock) *SyncRunner {
 	if retryInterval <= 0 {
 		retryInterval = time.Second
 	}
 	if maxInterval <= 0 {
 		maxInterval = time.Hour
 	}
+	if fullInterval <= 0 {
+		fullInterval = maxInterval
+	}
 	return &SyncRunner{
 		fn:            fn,
 		minInterval:   minInterval,
 		maxInterval:   maxInterval,
+		fullInterval:  fullInterval,
 		retryInterval: retryInterval,
 		clock:         clk,
 		requests:      make(chan struct{}, 1),
@@ -54,20 +78,21 @@ func (r *SyncRunner) Run() {
 // Loop runs syncs until ctx is done. The first sync runs at once and is
 // full.
 func (r *SyncRunner) Loop(ctx context.Context) {
-	full := true
-	var last time.Time
+	failed := true // nothing written yet: the first sync is full
+	var last, lastFull time.Time
 	retry := r.retryInterval
 	var retryC <-chan time.Time
 	periodic := r.clock.NewTimer(r.maxInterval)
 	defer periodic.Stop()
 	r.Run()
 	for {
+		req := SyncRequest{}
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.requests:
 		case <-periodic.C():
-			full = true
+			req.Periodic = true
 		case <-retryC:
 		}
 		if !r.waitMinInterval(ctx, last) {
@@ -78,17 +103,17 @@ func (r *SyncRunner) Loop(ctx context.Context) {
 		default:
 		}
 		last = r.clock.Now()
-		err := r.fn(ctx, full)
-		if full {
-			// The periodic full resync counts from the last full sync,
-			// so a steady stream of partial syncs cannot starve it.
-			resetTimer(periodic, r.maxInterval)
-		}
+		req.Full = failed || r.clock.Since(lastFull) >= r.fullInterval
+		err := r.fn(ctx, req)
+		resetTimer(periodic, r.maxInterval)
 		if err == nil {
-			full, retryC, retry = false, nil, r.retryInterval
+			if req.Full {
+				lastFull = last
+			}
+			failed, retryC, retry = false, nil, r.retryInterval
 			continue
 		}
-		full = true
+		failed = true
 		retryC = r.clock.After(retry)
 		retry = min(2*retry, r.maxInterval)
 	}

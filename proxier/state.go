@@ -27,6 +27,10 @@ type StaleEndpoint struct {
 // cleanup. When Full is set a backend must rewrite everything it owns.
 type Diff struct {
 	Full bool
+	// Verify is set on timer-driven syncs: the backend should check,
+	// cheaply, that the kernel still holds what it wrote (someone may have
+	// flushed or deleted a chain) and repair it, without a full rewrite.
+	Verify bool
 	// Changed names every service port whose service or endpoints were
 	// added, updated or deleted.
 	Changed map[ServicePortName]struct{}

@@ -1,0 +1,85 @@
+package proxier
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// reportState is a State with services exercising the local-endpoint
+// accounting: health-check node ports and no-local-endpoint counts.
+func reportState() *State {
+	lbLocal := func(name, port string, hc uint16) *ServicePort {
+		return &ServicePort{Name: spn(name, port, v1.ProtocolTCP), Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30000 + hc%1000,
+			ExternalPolicyLocal: true, HealthCheckNodePort: hc}
+	}
+	st := &State{Services: map[ServicePortName]*ServicePort{}, Endpoints: map[ServicePortName][]Endpoint{}, Node: NodeInfo{Name: "node-a"}}
+	add := func(sp *ServicePort, eps ...Endpoint) {
+		st.Services[sp.Name] = sp
+		st.Endpoints[sp.Name] = eps
+	}
+	// Two ports served by the same local pod count once.
+	add(lbLocal("lb", "http", 32000), local(rdy("10.0.0.1")), rdy("10.0.0.2"))
+	add(lbLocal("lb", "https", 32000), local(rdy("10.0.0.1")), rdy("10.0.0.2"))
+	// Only a terminating pod here: traffic still goes to it, but the
+	// health check must report 0 so load balancers drain the node.
+	add(lbLocal("draining", "http", 32001), local(term("10.0.0.3")), rdy("10.0.0.4"))
+	add(lbLocal("nolocal", "http", 32002), rdy("10.0.0.5"))
+	add(&ServicePort{Name: spn("internal", "http", v1.ProtocolTCP), Port: 80, InternalPolicyLocal: true}, rdy("10.0.0.6"))
+	add(&ServicePort{Name: spn("empty", "http", v1.ProtocolTCP), Port: 80, InternalPolicyLocal: true})
+	add(&ServicePort{Name: spn("cluster", "http", v1.ProtocolTCP), Port: 80}, rdy("10.0.0.7"))
+	return st
+}
+
+func TestCountLocal(t *testing.T) {
+	c := countLocal(reportState(), v1.IPv4Protocol)
+	nn := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: testNS, Name: n} }
+	if d := cmp.Diff(map[types.NamespacedName]uint16{nn("lb"): 32000, nn("draining"): 32001, nn("nolocal"): 32002}, c.hcPorts); d != "" {
+		t.Errorf("health-check ports (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[types.NamespacedName]int{nn("lb"): 1, nn("draining"): 0, nn("nolocal"): 0}, c.local); d != "" {
+		t.Errorf("local ready endpoints (-want +got):\n%s", d)
+	}
+	if c.noLocalInternal != 1 || c.noLocalExternal != 1 {
+		t.Errorf("no-local counts internal %d external %d, want 1 and 1", c.noLocalInternal, c.noLocalExternal)
+	}
+}
+
+// recordingServiceHealth is a ServiceHealth that keeps what it was told.
+type recordingServiceHealth struct {
+	ports map[types.NamespacedName]uint16
+	local map[types.NamespacedName]int
+}
+
+func (r *recordingServiceHealth) SyncServices(p map[types.NamespacedName]uint16) error {
+	r.ports = p
+	return nil
+}
+
+func (r *recordingServiceHealth) SyncEndpoints(l map[types.NamespacedName]int) {
+	r.local = l
+}
+
+func TestReport(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	svcHealth := &recordingServiceHealth{}
+	health := &recordingHealth{}
+	p := New(nil, newRecordingBackend(), Config{NodeName: "node-a"}, m, health, svcHealth)
+	p.report(reportState(), newDiff(), true, 0)
+	if len(svcHealth.ports) != 3 || svcHealth.local[types.NamespacedName{Namespace: testNS, Name: "lb"}] != 1 {
+		t.Errorf("service health got ports %v local %v", svcHealth.ports, svcHealth.local)
+	}
+	if _, updated, _, _ := health.counts(); updated != 1 {
+		t.Errorf("health Updated %d times, want 1", updated)
+	}
+	for policy, want := range map[string]float64{metrics.TrafficPolicyInternal: 1, metrics.TrafficPolicyExternal: 1} {
+		if got := metricValue(t, m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(policy)); got != want {
+			t.Errorf("no-local endpoints %s = %v, want %v", policy, got, want)
+		}
+	}
+}
