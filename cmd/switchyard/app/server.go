@@ -37,6 +37,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
+		return err
+	}
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
 	backend, err := newBackend(o, m)
