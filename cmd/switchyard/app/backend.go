@@ -9,10 +9,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -20,14 +22,40 @@ import (
 
 // newBackend builds the dataplane backend of the chosen mode. Nothing is
 // written to the kernel here: the first sync does that.
-func newBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
+func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
 	switch o.Mode {
 	case ModeIPTables:
 		return newIPTablesBackend(o, m)
-	case ModeIPVS, ModeUserspace:
+	case ModeUserspace:
+		return newUserspaceBackend(o, reg)
+	case ModeIPVS:
 		return nil, fmt.Errorf("proxy mode %q is not available in this build yet", o.Mode)
 	}
 	return nil, fmt.Errorf("unknown proxy mode %q", o.Mode)
+}
+
+// newUserspaceBackend proxies in the daemon itself. Its conntrack table
+// lets it clear UDP entries that would keep clients on a closed socket.
+func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Backend, error) {
+	r, err := runner.New(runner.Options{})
+	if err != nil {
+		return nil, err
+	}
+	cfg := userspace.Config{
+		Runner:         r,
+		Families:       families(o),
+		ClusterCIDRs:   o.ClusterCIDRs,
+		UDPIdleTimeout: o.UDPIdleTimeout,
+		Registerer:     reg,
+	}
+	if reg != nil { // not for --cleanup
+		table, err := conntrack.NewNetlinkTable(netns.None())
+		if err != nil {
+			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
+		}
+		cfg.Conntrack = table
+	}
+	return userspace.New(cfg)
 }
 
 func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
@@ -76,6 +104,11 @@ func cleanupAll(ctx context.Context, o *Options) error {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
+	}
+	if b, err := newUserspaceBackend(&all, nil); err != nil {
+		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
+	} else if err := b.Cleanup(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -42,9 +43,14 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	backend, err := newBackend(o, m)
+	backend, err := newBackend(o, m, reg)
 	if err != nil {
 		return fmt.Errorf("setting up %s mode: %w", o.Mode, err)
+	}
+	if c, ok := backend.(io.Closer); ok {
+		// The userspace proxy's sockets close with the daemon; kernel
+		// state (rules, IPVS) stays for the next start.
+		defer c.Close()
 	}
 	hooks, err := postSyncHooks(o, m)
 	if err != nil {

@@ -1,0 +1,243 @@
+package userspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// Backend is the userspace proxy mode: proxy sockets, and the iptables
+// rules that send service traffic to them.
+type Backend struct {
+	cfg     Config
+	metrics *metrics
+
+	mu       sync.Mutex
+	sockets  map[socketKey]proxySocket
+	draining []proxySocket            // removed TCP sockets with live connections
+	applied  map[runner.Family][]byte // payload of the last successful restore
+	flush    map[flushKey]struct{}    // UDP proxy ports whose conntrack entries must go
+	closed   bool
+}
+
+var _ proxier.Backend = (*Backend)(nil)
+
+// New returns a backend. Nothing is opened or written before the first
+// Sync.
+func New(cfg Config) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		cfg:     cfg,
+		metrics: m,
+		sockets: map[socketKey]proxySocket{},
+		applied: map[runner.Family][]byte{},
+		flush:   map[flushKey]struct{}{},
+	}, nil
+}
+
+// Name implements proxier.Backend.
+func (b *Backend) Name() string { return "userspace" }
+
+// Sync implements proxier.Backend: it opens the proxy sockets new service
+// ports need, swaps every socket's endpoints, rewrites the rules of each
+// family (one restore, skipped when unchanged unless the sync is full),
+// and only then closes the sockets of service ports that are gone, and
+// deletes the conntrack entries of UDP ports that closed or lost their
+// last endpoint. If a socket cannot be opened or a restore fails, the
+// previous rules stay in force and every socket they use stays open; a
+// failed conntrack delete is reported after the rules were applied and
+// retried by the next sync.
+func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return proxier.SyncResult{}, errors.New("userspace: sync after Close")
+	}
+	full := diff == nil || diff.Full
+	plans := map[v1.IPFamily][]servicePlan{}
+	specs := map[socketKey]socketSpec{}
+	for _, fam := range b.cfg.Families {
+		plans[fam] = planFamily(st, fam)
+		addSpecs(specs, plans[fam])
+	}
+	if err := b.openLocked(specs); err != nil {
+		return proxier.SyncResult{}, err
+	}
+	ports := b.portsLocked()
+	for _, fam := range b.cfg.Families {
+		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
+			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam)}
+		if err := b.applyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), full); err != nil {
+			return proxier.SyncResult{}, err
+		}
+	}
+	b.retireLocked(specs)
+	// The rules in force no longer lead to the flushed ports; a failed
+	// flush is retried by the next sync.
+	return proxier.SyncResult{Full: full}, b.flushLocked()
+}
+
+// openLocked opens the missing sockets and gives every socket its
+// endpoints. Sockets that fail to open are reported; the others are kept.
+func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
+	var errs []error
+	for key, spec := range specs {
+		s, ok := b.sockets[key]
+		if !ok {
+			var err error
+			if s, err = b.open(key, spec.protocol); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b.sockets[key] = s
+		}
+		if spec.protocol == v1.ProtocolUDP && len(spec.endpoints) == 0 && s.balancer().size() > 0 {
+			b.flush[flushKey{family: key.family, port: s.port()}] = struct{}{}
+		}
+		s.update(spec.endpoints, spec.affinity)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) open(key socketKey, proto v1.Protocol) (proxySocket, error) {
+	label := key.name.String()
+	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, pm: b.metrics.acquire(label)}
+	addr := netip.AddrPortFrom(b.cfg.listenIP(key.family), 0)
+	var s proxySocket
+	var err error
+	if proto == v1.ProtocolUDP {
+		s, err = newUDPProxy(base, addr, b.cfg.Clock, b.cfg.UDPIdleTimeout)
+	} else {
+		s, err = newTCPProxy(base, addr, b.cfg.DialTimeout)
+	}
+	if err != nil {
+		b.metrics.release(label)
+		return nil, fmt.Errorf("userspace: open %s proxy socket for %s (%s): %w", proto, key.name, key.family, err)
+	}
+	klog.V(4).InfoS("Opened proxy socket", "servicePort", key.name, "family", key.family,
+		"traffic", key.kind, "protocol", proto, "port", s.port())
+	return s, nil
+}
+
+func (b *Backend) portsLocked() map[socketKey]uint16 {
+	ports := make(map[socketKey]uint16, len(b.sockets))
+	for key, s := range b.sockets {
+		ports[key] = s.port()
+	}
+	return ports
+}
+
+// applyLocked restores one family's rules and, on full syncs, makes sure
+// the jumps into them exist.
+func (b *Backend) applyLocked(ctx context.Context, fam runner.Family, payload []byte, full bool) error {
+	last, known := b.applied[fam]
+	if !full && known && bytes.Equal(last, payload) {
+		return nil
+	}
+	if err := b.cfg.Runner.Restore(ctx, fam, payload); err != nil {
+		delete(b.applied, fam)
+		klog.ErrorS(err, "Restoring userspace proxy rules failed", "family", fam,
+			"lines", runner.OffendingLines(payload, err))
+		return fmt.Errorf("userspace: restore %s rules: %w", fam, err)
+	}
+	if full || !known {
+		if err := ensureJumps(b.cfg.Runner, fam); err != nil {
+			delete(b.applied, fam)
+			return err
+		}
+	}
+	b.applied[fam] = payload
+	return nil
+}
+
+// retireLocked closes the sockets no service port needs any more; TCP
+// ones with live connections drain.
+func (b *Backend) retireLocked(specs map[socketKey]socketSpec) {
+	for key, s := range b.sockets {
+		if _, ok := specs[key]; ok {
+			continue
+		}
+		delete(b.sockets, key)
+		if key.name.Protocol == v1.ProtocolUDP {
+			b.flush[flushKey{family: key.family, port: s.port()}] = struct{}{}
+		}
+		s.close(true)
+		b.metrics.release(key.name.String())
+		klog.V(4).InfoS("Closed proxy socket", "servicePort", key.name, "family", key.family,
+			"traffic", key.kind, "port", s.port(), "draining", s.active())
+		b.draining = append(b.draining, s)
+	}
+	b.draining = slices.DeleteFunc(b.draining, func(s proxySocket) bool { return s.active() == 0 })
+}
+
+// Cleanup implements proxier.Backend: it removes the jumps and chains of
+// every configured family. Sockets stay open (see Close).
+func (b *Backend) Cleanup(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, fam := range b.cfg.Families {
+		errs = append(errs, removeRules(b.cfg.Runner, runnerFamily(fam)))
+	}
+	clear(b.applied)
+	return errors.Join(errs...)
+}
+
+// Close closes every proxy socket and every connection and session it
+// relays. Later Syncs fail.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	for key, s := range b.sockets {
+		s.close(false)
+		b.metrics.release(key.name.String())
+	}
+	for _, s := range b.draining {
+		s.close(false)
+	}
+	clear(b.sockets)
+	b.draining = nil
+	return nil
+}
+
+// ProxyPort returns the port of the proxy socket that serves a service
+// port's traffic of one family. external selects the socket for external
+// traffic from outside the node, which is the internal one unless the
+// traffic policies differ.
+func (b *Backend) ProxyPort(name proxier.ServicePortName, family v1.IPFamily, external bool) (uint16, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := socketKey{name: name, family: family, kind: internalTraffic}
+	if ext := (socketKey{name: name, family: family, kind: externalTraffic}); external && b.sockets[ext] != nil {
+		key = ext
+	}
+	s, ok := b.sockets[key]
+	if !ok {
+		return 0, false
+	}
+	return s.port(), true
+}

@@ -1,0 +1,142 @@
+package userspace
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+)
+
+// DefaultUDPIdleTimeout is upstream kube-proxy's --udp-timeout default.
+const DefaultUDPIdleTimeout = 250 * time.Millisecond
+
+// DefaultDialTimeout bounds one connection attempt to an endpoint. It
+// covers the first SYN retransmission (1 s) and the second (3 s after the
+// first SYN), so a single slow endpoint is not given up too early.
+const DefaultDialTimeout = 3 * time.Second
+
+// Config configures the userspace backend.
+type Config struct {
+	// Runner runs iptables; required.
+	Runner runner.Interface
+	// Families are the IP families to proxy. Empty means IPv4 only.
+	Families []v1.IPFamily
+	// NodeIPs are this node's addresses: node-originated traffic is
+	// DNATed to the first of each family. Empty means State.Node.Addresses.
+	NodeIPs []netip.Addr
+	// ClusterCIDRs are the pod CIDRs (--cluster-cidr): with
+	// externalTrafficPolicy Local, traffic from them to external
+	// destinations is treated as cluster traffic. The first prefix of each
+	// family is used.
+	ClusterCIDRs []netip.Prefix
+	// ListenIP is the address proxy sockets of its family bind to, and
+	// the DNAT target of the rules instead of REDIRECT. Unset (or
+	// unspecified) means 0.0.0.0 and :: with REDIRECT.
+	ListenIP netip.Addr
+	// UDPIdleTimeout closes UDP sessions idle this long. 0 means
+	// DefaultUDPIdleTimeout.
+	UDPIdleTimeout time.Duration
+	// DialTimeout bounds each TCP connection attempt to an endpoint. 0
+	// means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// Clock times session affinity and UDP idleness. nil means the real
+	// clock.
+	Clock clock.WithTicker
+	// Sockets opens the proxy's sockets. nil means HostSockets.
+	Sockets Sockets
+	// Registerer receives the backend's metrics; nil leaves them
+	// unregistered.
+	Registerer prometheus.Registerer
+	// Conntrack deletes the UDP conntrack entries that would keep
+	// clients on a closed or endpoint-less proxy socket (see
+	// ConntrackTable). nil skips that: such clients then wait for their
+	// entry to expire.
+	Conntrack ConntrackTable
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Runner == nil {
+		return c, fmt.Errorf("userspace backend: no iptables runner")
+	}
+	if len(c.Families) == 0 {
+		c.Families = []v1.IPFamily{v1.IPv4Protocol}
+	}
+	for _, f := range c.Families {
+		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
+			return c, fmt.Errorf("userspace backend: unknown IP family %q", f)
+		}
+	}
+	if c.UDPIdleTimeout < 0 || c.DialTimeout < 0 {
+		return c, fmt.Errorf("userspace backend: negative timeout")
+	}
+	if c.UDPIdleTimeout == 0 {
+		c.UDPIdleTimeout = DefaultUDPIdleTimeout
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Sockets == nil {
+		c.Sockets = HostSockets{}
+	}
+	c.ListenIP = c.ListenIP.Unmap()
+	return c, nil
+}
+
+// listenIP is the address proxy sockets of the family bind to.
+func (c *Config) listenIP(fam v1.IPFamily) netip.Addr {
+	if c.ListenIP.IsValid() && familyOf(c.ListenIP) == fam {
+		return c.ListenIP
+	}
+	if fam == v1.IPv4Protocol {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
+}
+
+// clusterCIDR is the first pod CIDR of the family (invalid if none).
+func (c *Config) clusterCIDR(fam v1.IPFamily) netip.Prefix {
+	for _, p := range c.ClusterCIDRs {
+		if familyOf(p.Addr()) == fam {
+			return p.Masked()
+		}
+	}
+	return netip.Prefix{}
+}
+
+// hostIP is where node-originated traffic is DNATed: the listen address
+// if one is set, else the node's first address of the family.
+func (c *Config) hostIP(fam v1.IPFamily, node []netip.Addr) netip.Addr {
+	if ip := c.listenIP(fam); !ip.IsUnspecified() {
+		return ip
+	}
+	for _, list := range [][]netip.Addr{c.NodeIPs, node} {
+		for _, ip := range list {
+			if ip = ip.Unmap(); familyOf(ip) == fam && !ip.IsLoopback() {
+				return ip
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+func familyOf(a netip.Addr) v1.IPFamily {
+	if a.Unmap().Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+func runnerFamily(f v1.IPFamily) runner.Family {
+	if f == v1.IPv6Protocol {
+		return runner.IPv6
+	}
+	return runner.IPv4
+}

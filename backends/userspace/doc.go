@@ -1,0 +1,99 @@
+// Package userspace is switchyard's userspace proxy mode
+// (--proxy-mode=userspace): the daemon itself accepts service traffic on
+// proxy sockets and relays it to the endpoints, round-robin, with the same
+// endpoint semantics as the iptables and IPVS modes
+// (proxier.SelectEndpoints: readiness, terminating fallback, topology,
+// internal and external traffic policies).
+//
+// # Sockets
+//
+// Every TCP or UDP service port gets one proxy socket per IP family, on an
+// ephemeral port of Config.ListenIP (default 0.0.0.0 / ::). When the
+// service's internal and external traffic policies differ, external
+// traffic may be allowed to reach fewer endpoints than cluster-IP traffic,
+// so the port gets a second socket for external traffic. Which sockets
+// exist depends only on the services, never on endpoints: an endpoint
+// change swaps the socket's balancer state and leaves the listener alone.
+// SCTP ports are not proxied.
+//
+// # Rules
+//
+// One iptables-restore transaction per family and sync (only when the
+// rules changed, or on a full sync) rewrites the chains the old kube-proxy
+// userspace mode used, plus one filter chain:
+//
+//	nat KUBE-PORTALS-CONTAINER  (from PREROUTING)  cluster, external and
+//	                                               load-balancer IPs
+//	nat KUBE-PORTALS-HOST       (from OUTPUT)      the same, node-originated
+//	nat KUBE-NODEPORT-CONTAINER (from PREROUTING, dst-type LOCAL) NodePorts
+//	nat KUBE-NODEPORT-HOST      (from OUTPUT, dst-type LOCAL)     NodePorts
+//	filter KUBE-PORTALS-FILTER  (from INPUT, FORWARD, OUTPUT; ctstate NEW)
+//
+// Traffic arriving from outside the node is sent to the proxy socket with
+// REDIRECT --to-ports (DNAT to ListenIP when one is set); traffic the node
+// originates is DNATed to the node's address (or ListenIP) and proxy port.
+// The jumps from the built-in chains are added with EnsureRule on full
+// syncs.
+//
+// Kubernetes semantics of the rules:
+//   - Cluster IPs reach the endpoints selected for internal traffic.
+//   - NodePorts, external IPs and load-balancer IPs reach the external
+//     selection. With externalTrafficPolicy Local, traffic to them from the
+//     node itself, and from pods (Config.ClusterCIDRs), is treated as
+//     cluster traffic, as kube-proxy does.
+//   - loadBalancerSourceRanges: load-balancer IP traffic from other
+//     sources is dropped.
+//   - No usable endpoint: new connections are REJECTed by a filter rule
+//     (TCP clients see "connection refused" at once, UDP clients an ICMP
+//     port unreachable), not left hanging. A Local policy with endpoints
+//     only on other nodes DROPs instead, as kube-proxy does, so load
+//     balancers' health checks move traffic elsewhere. If a connection
+//     reaches a proxy socket while its balancer is empty (between an
+//     endpoint change and the rules catching up) the proxy closes it at
+//     once with a reset.
+//
+// The proxy always connects to endpoints from the node, so endpoints see
+// the node as the source (every flow is, in effect, masqueraded).
+//
+// UDP clients follow the conntrack entry of their first datagram. When a
+// UDP proxy socket closes or loses its last endpoint, the backend deletes
+// the entries NATed to it (Config.Conntrack), so the client's next
+// datagram meets the rules in force (REJECT, or a new socket). Because
+// service traffic is REDIRECTed, the conntrack reconciler of package
+// conntrack must not run in this mode (see its documentation).
+//
+// # Balancing
+//
+// Each socket round-robins over its endpoints in State order (IP, then
+// port); after an endpoint change the rotation continues after the last
+// endpoint it picked. sessionAffinity ClientIP pins a client IP to its
+// endpoint until it has been unused for the service's timeout (Clock is
+// injected). TCP: a failed dial (refused, or no answer within DialTimeout)
+// moves on to the next endpoint, each endpoint tried once per connection;
+// the two directions are copied with io.Copy between *net.TCPConn (splice
+// on Linux) and half-closes (FIN) are passed on with CloseWrite. A removed
+// endpoint gets no new connections; established ones drain. UDP: one
+// session (a connected socket to the endpoint) per client address:port,
+// closed after UDPIdleTimeout without traffic either way (default 250ms,
+// upstream's --udp-timeout), when the endpoint refuses (ICMP), or when
+// the endpoint is removed. Replies go out of the socket the client sent
+// to, from the address the client sent to (IP_PKTINFO), so conntrack can
+// undo the REDIRECT/DNAT.
+//
+// # Metrics
+//
+// switchyard_userspace_active_connections{service_port} (TCP connections
+// and UDP sessions), switchyard_userspace_bytes_total{service_port,
+// direction="to_endpoint"|"to_client"} and
+// switchyard_userspace_balancer_errors_total{reason}, registered on
+// Config.Registerer when it is set. Series of a removed service port are
+// deleted.
+//
+// # Lifecycle
+//
+// New builds a Backend; Sync makes sockets and rules match the State;
+// Cleanup removes the rules and chains; Close closes every socket and
+// connection. Sockets are opened through Config.Sockets: HostSockets in
+// the daemon's namespace, NetnsSockets in a named network namespace
+// (tests).
+package userspace

@@ -1,0 +1,172 @@
+package userspace
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
+)
+
+// flowModel answers the shared packet-flow table for the userspace
+// backend: the fake's packet tracer says where the rules send a packet
+// (a proxy socket, REJECT, DROP, or nowhere) and the proxy socket's own
+// balancer says which endpoints the connection may reach.
+//
+// The tracer models DNAT but not REDIRECT, so the model traces a copy of
+// the rules in which "REDIRECT --to-ports P" reads "DNAT --to-destination
+// nodeIP:P". In nat PREROUTING, REDIRECT is DNAT to the primary address of
+// the interface the packet came in on; the fixture's node has one address
+// per family, so the two are the same.
+//
+// The proxy always connects to endpoints from the node itself, so every
+// flow is in effect masqueraded and the table's masquerade column (which
+// describes kube-proxy's NAT) does not apply: MasqChecked stays false.
+type flowModel struct {
+	b       *Backend
+	traced  map[runner.Family]*iptablestest.Fake
+	nodeIPs []netip.Addr
+}
+
+func newFlowModel(t *testing.T, b *Backend, fake *iptablestest.Fake, nodeIPs []netip.Addr) *flowModel {
+	t.Helper()
+	m := &flowModel{b: b, traced: map[runner.Family]*iptablestest.Fake{}, nodeIPs: nodeIPs}
+	for _, ip := range nodeIPs {
+		fam := runnerFamily(familyOf(ip))
+		traced, err := redirectAsDNAT(fake, fam, ip)
+		if err != nil {
+			t.Fatalf("%s: %v", fam, err)
+		}
+		m.traced[fam] = traced
+	}
+	return m
+}
+
+var redirectRE = regexp.MustCompile(`-j REDIRECT --to-ports ([0-9]+)`)
+
+// redirectAsDNAT loads the fake's nat and filter tables into a new fake,
+// with REDIRECT rewritten as DNAT to nodeIP.
+func redirectAsDNAT(fake *iptablestest.Fake, fam runner.Family, nodeIP netip.Addr) (*iptablestest.Fake, error) {
+	to := "-j DNAT --to-destination " + nodeIP.String() + ":$1"
+	if nodeIP.Is6() {
+		to = "-j DNAT --to-destination [" + nodeIP.String() + "]:$1"
+	}
+	payload := redirectRE.ReplaceAllString(fake.Dump(fam, "nat")+fake.Dump(fam, "filter"), to)
+	out := iptablestest.NewFake()
+	if err := out.Restore(context.Background(), fam, []byte(payload)); err != nil {
+		return nil, fmt.Errorf("load rewritten rules: %w", err)
+	}
+	return out, nil
+}
+
+func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
+	fam := runnerFamily(familyOf(p.DstIP))
+	res, err := m.traced[fam].Trace(fam, iptablestest.Packet{
+		SrcIP: p.SrcIP, DstIP: p.DstIP, DstPort: p.DstPort, SrcPort: 40000,
+		Protocol: strings.ToLower(string(p.Protocol)), Local: p.SrcLocal, NodeIPs: m.nodeIPs,
+	})
+	if err != nil {
+		return flowtest.Expect{}, err
+	}
+	out := flowtest.Expect{Reject: res.Rejected, Drop: res.Dropped}
+	for _, dnat := range res.Endpoints {
+		eps, err := m.balancerPicks(familyOf(p.DstIP), dnat)
+		if err != nil {
+			return flowtest.Expect{}, err
+		}
+		out.Endpoints = append(out.Endpoints, eps...)
+	}
+	return out, nil
+}
+
+// balancerPicks finds the proxy socket a traced packet was sent to and
+// returns every endpoint its balancer picks for new clients (on a copy, so
+// the real rotation is untouched).
+func (m *flowModel) balancerPicks(fam v1.IPFamily, dnat string) ([]string, error) {
+	ap, err := netip.ParseAddrPort(dnat)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(m.nodeIPs, ap.Addr()) {
+		return nil, fmt.Errorf("traffic sent to %s, not to a proxy socket on a node address", dnat)
+	}
+	bal := m.socketAt(fam, ap.Port())
+	if bal == nil {
+		return nil, fmt.Errorf("traffic sent to %s: no %s proxy socket on port %d", dnat, fam, ap.Port())
+	}
+	c := &balancer{clock: bal.clock, endpoints: bal.snapshot(), affinity: bal.affinity, sticky: map[netip.Addr]stickyEntry{}}
+	seen := map[string]bool{}
+	var out []string
+	for i := range 2 * len(c.endpoints) {
+		ep, ok := c.pick(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), nil)
+		if ok && !seen[ep.String()] {
+			seen[ep.String()] = true
+			out = append(out, ep.String())
+		}
+	}
+	return out, nil
+}
+
+func (m *flowModel) socketAt(fam v1.IPFamily, port uint16) *balancer {
+	m.b.mu.Lock()
+	defer m.b.mu.Unlock()
+	for key, s := range m.b.sockets {
+		if key.family == fam && s.port() == port {
+			return s.balancer()
+		}
+	}
+	return nil
+}
+
+func flowBackend(t *testing.T, node flowtest.NodeConfig) *testEnv {
+	return newTestEnv(t, func(c *Config) {
+		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		c.NodeIPs = node.NodeIPs
+		c.ClusterCIDRs = node.ClusterCIDRs
+	})
+}
+
+// TestFlowTable runs the shared packet-flow table against the rules and
+// balancers of a full sync of the fixture.
+func TestFlowTable(t *testing.T) {
+	state, node := flowtest.Fixture()
+	env := flowBackend(t, node)
+	env.sync(t, state)
+	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs))
+}
+
+// TestFlowTableAfterChanges reaches the fixture from a state without
+// endpoints, then with every endpoint, a service removed and re-added:
+// the rules and balancers in force behave the same.
+func TestFlowTableAfterChanges(t *testing.T) {
+	state, node := flowtest.Fixture()
+	env := flowBackend(t, node)
+	empty := cloneState(state)
+	for n := range empty.Endpoints {
+		empty.Endpoints[n] = nil
+	}
+	env.sync(t, empty)
+	var some proxier.ServicePortName
+	for n := range state.Services {
+		some = n
+		break
+	}
+	gone := cloneState(state)
+	delete(gone.Services, some)
+	delete(gone.Endpoints, some)
+	for _, st := range []*proxier.State{state, gone, state} {
+		if _, err := env.b.Sync(t.Context(), st, &proxier.Diff{}); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	}
+	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs))
+}

@@ -1,0 +1,124 @@
+package userspace
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// trafficKind tells a service port's proxy sockets apart.
+type trafficKind uint8
+
+const (
+	// internalTraffic: cluster-IP traffic (and, with externalTrafficPolicy
+	// Local, external destinations reached from pods or the node).
+	internalTraffic trafficKind = iota
+	// externalTraffic: NodePort, external IP and load-balancer IP traffic,
+	// on its own socket only when the policies differ (servicePlan.split).
+	externalTraffic
+)
+
+func (k trafficKind) String() string {
+	if k == externalTraffic {
+		return "external"
+	}
+	return "internal"
+}
+
+// socketKey names one proxy socket.
+type socketKey struct {
+	name   proxier.ServicePortName
+	family v1.IPFamily
+	kind   trafficKind
+}
+
+// socketSpec is what a proxy socket should serve.
+type socketSpec struct {
+	protocol  v1.Protocol
+	endpoints []netip.AddrPort
+	affinity  time.Duration
+}
+
+// servicePlan is one service port of one family, with its endpoint
+// selection: the pure input of both the sockets and the rules.
+type servicePlan struct {
+	sp       *proxier.ServicePort
+	family   v1.IPFamily
+	internal []netip.AddrPort // endpoints for cluster-IP traffic
+	external []netip.AddrPort // endpoints for external traffic from outside
+	hasAny   bool             // some usable endpoint exists in the cluster
+	// split: external traffic has its own socket, because the internal
+	// and external traffic policies differ and so may the endpoint sets.
+	// It depends on the service only, so sockets never come and go with
+	// endpoints.
+	split bool
+}
+
+// key returns the socket serving traffic of kind k.
+func (p *servicePlan) key(k trafficKind) socketKey {
+	if !p.split {
+		k = internalTraffic
+	}
+	return socketKey{name: p.sp.Name, family: p.family, kind: k}
+}
+
+// proxied reports whether the userspace proxy serves the protocol.
+func proxied(proto v1.Protocol) bool {
+	return proto == v1.ProtocolTCP || proto == v1.ProtocolUDP
+}
+
+// planFamily plans every proxied service port with a cluster IP of the
+// family, sorted by name. Endpoint selection is proxier.SelectEndpoints.
+func planFamily(st *proxier.State, fam v1.IPFamily) []servicePlan {
+	var plans []servicePlan
+	for name, sp := range st.Services {
+		if !proxied(sp.Protocol) {
+			continue
+		}
+		if _, ok := sp.ClusterIP(fam); !ok {
+			continue
+		}
+		sel := proxier.SelectEndpoints(sp, st.Endpoints[name], st.Node, fam)
+		plans = append(plans, servicePlan{
+			sp:       sp,
+			family:   fam,
+			internal: addrPorts(sel.Internal(sp)),
+			external: addrPorts(sel.External(sp)),
+			hasAny:   sel.HasAny,
+			split:    sp.ExternallyAccessible() && sp.InternalPolicyLocal != sp.ExternalPolicyLocal,
+		})
+	}
+	slices.SortFunc(plans, func(a, b servicePlan) int { return compareNames(a.sp.Name, b.sp.Name) })
+	return plans
+}
+
+// addSpecs adds the sockets the plans need.
+func addSpecs(specs map[socketKey]socketSpec, plans []servicePlan) {
+	for i := range plans {
+		p := &plans[i]
+		affinity := time.Duration(p.sp.AffinityTimeoutSeconds) * time.Second
+		specs[p.key(internalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.internal, affinity: affinity}
+		if p.split {
+			specs[p.key(externalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.external, affinity: affinity}
+		}
+	}
+}
+
+func addrPorts(eps []proxier.Endpoint) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, netip.AddrPortFrom(e.IP.Unmap(), e.Port))
+	}
+	slices.SortFunc(out, netip.AddrPort.Compare)
+	return slices.Compact(out)
+}
+
+func compareNames(a, b proxier.ServicePortName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
+		cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
+}

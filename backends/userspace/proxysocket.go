@@ -1,0 +1,34 @@
+package userspace
+
+import (
+	"net/netip"
+	"time"
+)
+
+// proxySocket is one listening proxy socket and its balancer.
+type proxySocket interface {
+	// port is the socket's (ephemeral) port.
+	port() uint16
+	// balancer picks the socket's endpoints.
+	balancer() *balancer
+	// update swaps the endpoints and affinity without touching the
+	// socket. UDP sessions to removed endpoints end; TCP connections
+	// drain.
+	update(eps []netip.AddrPort, affinity time.Duration)
+	// close stops accepting. With drain, established TCP connections go
+	// on until they end; without, everything is closed.
+	close(drain bool)
+	// active counts live TCP connections (including ones being set up)
+	// and UDP sessions.
+	active() int
+}
+
+// proxyBase is what TCP and UDP proxy sockets share.
+type proxyBase struct {
+	label   string // service port, for logs and metrics
+	bal     *balancer
+	sockets Sockets
+	pm      *portMetrics
+}
+
+func (b *proxyBase) balancer() *balancer { return b.bal }

@@ -1,0 +1,251 @@
+package userspace
+
+import (
+	"bytes"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// renderConfig is what rendering one family's rules needs besides the
+// plans and the proxy ports.
+type renderConfig struct {
+	family v1.IPFamily
+	// listenIP: when specified, traffic from outside is DNATed here
+	// instead of REDIRECTed.
+	listenIP netip.Addr
+	// hostIP: node-originated traffic is DNATed here; invalid means
+	// REDIRECT (to loopback) as a last resort.
+	hostIP netip.Addr
+	// clusterCIDR tells pod traffic apart; invalid when unknown.
+	clusterCIDR netip.Prefix
+}
+
+// dest is one way of addressing a service port.
+type dest struct {
+	addr   netip.Addr     // invalid for a NodePort: any local address
+	port   uint16         // service port or NodePort
+	what   string         // for comments: "cluster IP", "nodePort", ...
+	ranges []netip.Prefix // allowed sources (loadBalancerSourceRanges); nil: any
+}
+
+// ruleSet collects one family's rules, chain by chain. Rendering is pure.
+type ruleSet struct {
+	rc    renderConfig
+	ports map[socketKey]uint16
+	rules map[string][]string // chain -> "-A CHAIN ..." lines
+}
+
+// render returns the iptables-restore payload (nat and filter sections)
+// that sends every planned destination to its proxy socket, or refuses
+// or drops it.
+func render(rc renderConfig, plans []servicePlan, ports map[socketKey]uint16) []byte {
+	rs := &ruleSet{rc: rc, ports: ports, rules: map[string][]string{}}
+	for i := range plans {
+		rs.service(&plans[i])
+	}
+	return rs.payload()
+}
+
+func (rs *ruleSet) service(p *servicePlan) {
+	sp := p.sp
+	clusterIP, _ := sp.ClusterIP(p.family)
+	rs.internalDest(p, dest{addr: clusterIP.Unmap(), port: sp.Port, what: "cluster IP"})
+	for _, ip := range addrsOfFamily(sp.ExternalIPs, p.family) {
+		rs.externalDest(p, dest{addr: ip, port: sp.Port, what: "external IP"})
+	}
+	ranges := prefixesOfFamily(sp.LoadBalancerSourceRanges, p.family)
+	for _, ip := range addrsOfFamily(sp.LoadBalancerIPs, p.family) {
+		rs.externalDest(p, dest{addr: ip, port: sp.Port, what: "loadbalancer IP", ranges: ranges})
+	}
+	if sp.NodePort != 0 {
+		rs.externalDest(p, dest{port: sp.NodePort, what: "nodePort"})
+	}
+}
+
+// internalDest: the cluster IP, from anywhere, reaches the internal
+// selection.
+func (rs *ruleSet) internalDest(p *servicePlan, d dest) {
+	if len(p.internal) == 0 {
+		rs.refuse(p, d)
+		return
+	}
+	port := rs.ports[p.key(internalTraffic)]
+	rs.redirect(p, d, netip.Prefix{}, port, false, "")
+	rs.redirect(p, d, netip.Prefix{}, port, true, "")
+}
+
+// externalDest: traffic from outside reaches the external selection.
+// With externalTrafficPolicy Local, the node's own traffic and pod
+// traffic reach the internal selection instead (kube-proxy's short-circuit
+// for pod and LOCAL sources). Whatever is not redirected is refused or
+// dropped by the filter chain.
+func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
+	hostKind, hostEPs := externalTraffic, p.external
+	if p.sp.ExternalPolicyLocal {
+		hostKind, hostEPs = internalTraffic, p.internal
+	}
+	podsInternal := p.split && p.sp.ExternalPolicyLocal && rs.rc.clusterCIDR.IsValid() && len(p.internal) > 0
+	for _, src := range sources(d.ranges) {
+		if len(hostEPs) > 0 {
+			rs.redirect(p, d, src, rs.ports[p.key(hostKind)], true, "")
+		}
+		if pods, ok := intersect(src, rs.rc.clusterCIDR); podsInternal && ok {
+			rs.redirect(p, d, pods, rs.ports[p.key(internalTraffic)], false, "from pods")
+		}
+		if len(p.external) > 0 {
+			rs.redirect(p, d, src, rs.ports[p.key(externalTraffic)], false, "")
+		}
+	}
+	switch {
+	case len(p.external) == 0:
+		rs.refuse(p, d)
+	case len(d.ranges) > 0:
+		rs.filter(p, d, "DROP", "source not in loadBalancerSourceRanges")
+	}
+}
+
+// redirect sends d (from src, if valid) to a proxy port: REDIRECT (or
+// DNAT to the listen IP) for traffic from outside the node, DNAT to the
+// host IP for node-originated traffic.
+func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, port uint16, host bool, note string) {
+	chain := chainPortalsContainer
+	switch {
+	case host && d.addr.IsValid():
+		chain = chainPortalsHost
+	case host:
+		chain = chainNodePortHost
+	case !d.addr.IsValid():
+		chain = chainNodePortContainer
+	}
+	to := rs.rc.listenIP
+	if host {
+		to = rs.rc.hostIP
+	}
+	target := []string{"-j", "REDIRECT", "--to-ports", strconv.Itoa(int(port))}
+	if to.IsValid() && !to.IsUnspecified() {
+		target = []string{"-j", "DNAT", "--to-destination", netip.AddrPortFrom(to, port).String()}
+	}
+	rs.add(chain, append(rs.match(p, d, src, note, false), target...))
+}
+
+// refuse rejects new connections to d when no endpoint is usable at all,
+// and drops them when a Local policy leaves none on this node (as
+// kube-proxy does, so that load balancers' health checks steer away).
+func (rs *ruleSet) refuse(p *servicePlan, d dest) {
+	if p.hasAny {
+		rs.filter(p, d, "DROP", "has no local endpoints")
+		return
+	}
+	rs.filter(p, d, "REJECT", "has no endpoints")
+}
+
+func (rs *ruleSet) filter(p *servicePlan, d dest, verdict, note string) {
+	rs.add(chainFilter, append(rs.match(p, d, netip.Prefix{}, note, true), "-j", verdict))
+}
+
+// match selects the packets of p addressed to d, from src if valid.
+func (rs *ruleSet) match(p *servicePlan, d dest, src netip.Prefix, note string, filter bool) []string {
+	var a []string
+	if src.IsValid() {
+		a = append(a, "-s", src.String())
+	}
+	if d.addr.IsValid() {
+		a = append(a, "-d", netip.PrefixFrom(d.addr, d.addr.BitLen()).String())
+	}
+	proto := strings.ToLower(string(p.sp.Protocol))
+	comment := p.sp.Name.String() + " " + d.what
+	if note != "" {
+		comment += " " + note
+	}
+	a = append(a, "-p", proto, "-m", "comment", "--comment", comment)
+	if filter && !d.addr.IsValid() {
+		// The nat NodePort chains are jumped to for local destinations
+		// only; the filter chain sees every destination.
+		a = append(a, "-m", "addrtype", "--dst-type", "LOCAL")
+	}
+	return append(a, "-m", proto, "--dport", strconv.Itoa(int(d.port)))
+}
+
+func (rs *ruleSet) add(chain string, args []string) {
+	rs.rules[chain] = append(rs.rules[chain], "-A "+chain+" "+joinArgs(args))
+}
+
+// payload declares (and so flushes) every chain of the backend and
+// writes their rules.
+func (rs *ruleSet) payload() []byte {
+	var b bytes.Buffer
+	for _, t := range ownedTables() {
+		b.WriteString("*" + t.table + "\n")
+		for _, c := range t.chains {
+			b.WriteString(":" + c + " - [0:0]\n")
+		}
+		for _, c := range t.chains {
+			for _, l := range rs.rules[c] {
+				b.WriteString(l + "\n")
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.Bytes()
+}
+
+// joinArgs joins rule arguments, quoting those with spaces the way
+// iptables-restore reads them.
+func joinArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if strings.ContainsAny(a, " \t") {
+			q[i] = `"` + a + `"`
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// sources is the list of source restrictions: one "any" (invalid) prefix
+// when there are no ranges.
+func sources(ranges []netip.Prefix) []netip.Prefix {
+	if len(ranges) == 0 {
+		return []netip.Prefix{{}}
+	}
+	return ranges
+}
+
+// intersect returns the overlap of two prefixes (an invalid a means
+// "anything"); ok is false when they are disjoint or b is invalid.
+func intersect(a, b netip.Prefix) (netip.Prefix, bool) {
+	switch {
+	case !b.IsValid():
+		return netip.Prefix{}, false
+	case !a.IsValid():
+		return b, true
+	case a.Bits() >= b.Bits() && b.Contains(a.Addr()):
+		return a, true
+	case b.Bits() >= a.Bits() && a.Contains(b.Addr()):
+		return b, true
+	}
+	return netip.Prefix{}, false
+}
+
+func addrsOfFamily(addrs []netip.Addr, fam v1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a = a.Unmap(); familyOf(a) == fam {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func prefixesOfFamily(ps []netip.Prefix, fam v1.IPFamily) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if familyOf(p.Addr()) == fam {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
