@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e bench demo lint clean tools
+.PHONY: all build test unit kernel e2e vm bench demo lint clean tools
 
 all: build
 
@@ -32,7 +32,12 @@ tools:
 e2e: build tools
 	SWITCHYARD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -count=1 -p 1 -timeout 20m -v ./e2e/...
 
-test: lint unit kernel e2e
+# IPVS and the dummy interface are not in this host's kernel: those tests
+# boot Debian's kernel in QEMU (hack/vm).
+vm:
+	hack/vm/test-ipvs.sh
+
+test: lint unit kernel e2e vm
 
 bench:
 	hack/bench.sh

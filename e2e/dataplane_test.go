@@ -69,6 +69,35 @@ func runDataplaneTable(t *testing.T, mode string) {
 		t.Run("KUBE-SERVICES listing", func(t *testing.T) { testKubeServicesListing(t, m) })
 	}
 	t.Run("prometheus scrapes sync metrics", func(t *testing.T) { testPrometheus(t, m) })
+	t.Run("--cleanup removes everything", func(t *testing.T) { testCleanup(t, m) })
+}
+
+// testCleanup stops the daemon (the rules stay, so traffic keeps flowing),
+// then runs `switchyard --cleanup`, which must leave no KUBE- chain.
+func testCleanup(t *testing.T, m *modeEnv) {
+	svc := m.EchoService(t, "cleanup", m.Topo.Pods...)
+	addr := hostPort(svc.Spec.ClusterIP, 80)
+	waitServed(t, m.Topo.ClientNS, "tcp", addr, podNames(m.Topo.Pods), false)
+	if err := m.daemon.Stop(); err != nil {
+		t.Fatalf("stopping the daemon: %v", err)
+	}
+	if m.mode != "userspace" { // the userspace proxy's sockets close with it
+		if _, err := framework.Echo(t.Context(), m.Topo.ClientNS, "tcp", addr); err != nil {
+			t.Errorf("traffic stopped with the daemon: %v (the dataplane must stay)", err)
+		}
+	}
+	bin, err := suite.DaemonBinary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := framework.RunIn(t.Context(), m.Topo.NodeNS, bin, "--cleanup"); err != nil {
+		t.Fatalf("switchyard --cleanup: %v\n%s", err, out)
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		if out := nodeCommand(t, m, save); strings.Contains(out, "KUBE-") {
+			t.Errorf("%s after --cleanup still has KUBE- chains:\n%s", save, out)
+		}
+	}
 }
 
 func e2eModes() []string { return []string{"iptables", "userspace"} }
@@ -296,9 +325,14 @@ func testProgrammingLatency(t *testing.T, m *modeEnv) {
 
 func nodeIPTables(t *testing.T, m *modeEnv, args ...string) string {
 	t.Helper()
-	out, err := framework.RunIn(t.Context(), m.Topo.NodeNS, append([]string{"iptables"}, args...)...)
+	return nodeCommand(t, m, append([]string{"iptables"}, args...)...)
+}
+
+func nodeCommand(t *testing.T, m *modeEnv, argv ...string) string {
+	t.Helper()
+	out, err := framework.RunIn(t.Context(), m.Topo.NodeNS, argv...)
 	if err != nil {
-		t.Fatalf("iptables %v in %s: %v\n%s", args, m.Topo.NodeNS, err, out)
+		t.Fatalf("%v in %s: %v\n%s", argv, m.Topo.NodeNS, err, out)
 	}
 	return out
 }

@@ -1,6 +1,11 @@
 package runner
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	goiptables "github.com/coreos/go-iptables/iptables"
+)
 
 // withOps runs fn with fam's go-iptables handle inside the namespace.
 func (r *Runner) withOps(fam Family, fn func(ops ruleOps) error) error {
@@ -70,7 +75,10 @@ func (r *Runner) EnsureRule(fam Family, pos RulePosition, table, chain string, a
 func (r *Runner) DeleteRule(fam Family, table, chain string, args ...string) error {
 	err := r.withOps(fam, func(ops ruleOps) error {
 		err := ops.Delete(table, chain, args...)
-		if err == nil || !chainExists(ops, table, chain) {
+		if err == nil || !chainExists(ops, table, chain) || isNotExist(err) {
+			// A rule whose jump target is gone cannot be there either:
+			// iptables says so with "does not exist" (go-iptables'
+			// IsNotExist), which --cleanup meets on a clean node.
 			return nil
 		}
 		if ok, cerr := ops.Exists(table, chain, args...); cerr == nil && !ok {
@@ -118,4 +126,10 @@ func wrap(err error, what, table, chain string) error {
 		return nil
 	}
 	return fmt.Errorf("iptables runner: %s %s/%s: %w", what, table, chain, err)
+}
+
+// isNotExist reports whether err is go-iptables' "no such rule/chain".
+func isNotExist(err error) bool {
+	var e *goiptables.Error
+	return errors.As(err, &e) && e.IsNotExist()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -29,9 +31,32 @@ func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (prox
 	case ModeUserspace:
 		return newUserspaceBackend(o, reg)
 	case ModeIPVS:
-		return nil, fmt.Errorf("proxy mode %q is not available in this build yet", o.Mode)
+		return newIPVSBackend(o, reg)
 	}
 	return nil, fmt.Errorf("unknown proxy mode %q", o.Mode)
+}
+
+// newIPVSBackend programs kernel IPVS in this network namespace.
+func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error) {
+	k, err := ipvs.NewKernel("")
+	if err != nil {
+		return nil, err
+	}
+	bit := int32(o.MasqueradeBit)
+	return ipvs.New(ipvs.Config{
+		Kernel:            k,
+		Families:          families(o),
+		Scheduler:         o.IPVS.Scheduler,
+		ClusterCIDRs:      o.ClusterCIDRs,
+		MasqueradeAll:     o.MasqueradeAll,
+		MasqueradeBit:     &bit,
+		NodePortAddresses: o.NodePortAddresses,
+		StrictARP:         o.IPVS.StrictARP,
+		TCPTimeout:        o.IPVS.TCPTimeout,
+		TCPFinTimeout:     o.IPVS.TCPFinTimeout,
+		UDPTimeout:        o.IPVS.UDPTimeout,
+		Registerer:        reg,
+	})
 }
 
 // newUserspaceBackend proxies in the daemon itself. Its conntrack table
@@ -105,6 +130,15 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
 	}
+	if !ipvsLoaded() {
+		// IPVS never ran in this network namespace: no virtual
+		// services, and no kube-ipvs0 or ipsets of ours either.
+		klog.V(2).InfoS("Skipping IPVS cleanup: IPVS is not loaded")
+	} else if b, err := newIPVSBackend(&all, nil); err != nil {
+		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
+	} else if err := b.Cleanup(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
+	}
 	if b, err := newUserspaceBackend(&all, nil); err != nil {
 		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
@@ -115,6 +149,13 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	}
 	klog.InfoS("Cleanup done")
 	return nil
+}
+
+// ipvsLoaded reports whether this network namespace has IPVS state
+// (/proc/net/ip_vs appears once the ip_vs module is loaded).
+func ipvsLoaded() bool {
+	_, err := os.Stat("/proc/net/ip_vs")
+	return err == nil
 }
 
 // postSyncHooks are run after every successful sync: the conntrack

@@ -1,0 +1,139 @@
+package ipvs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+)
+
+func runnerFamily(f v1.IPFamily) runner.Family {
+	if f == v1.IPv6Protocol {
+		return runner.IPv6
+	}
+	return runner.IPv4
+}
+
+// portRules collects the per-port rules of a family, ordered by port
+// name so the payload is stable.
+func (b *Backend) portRules(f v1.IPFamily) (filter, nat []string) {
+	keys := make([]portKey, 0, len(b.model.ports))
+	for k, r := range b.model.ports {
+		if k.Family == f && (len(r.filter) > 0 || len(r.nat) > 0) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, c portKey) int { return cmpString(a.String(), c.String()) })
+	for _, k := range keys {
+		r := b.model.ports[k]
+		filter = append(filter, r.filter...)
+		nat = append(nat, r.nat...)
+	}
+	return filter, nat
+}
+
+// syncIPTables restores our chains of each family when they changed, or
+// on a full sync; a full sync also inserts, in the same transaction, the
+// jumps from the built-in chains that iptables-save does not show.
+func (b *Backend) syncIPTables(ctx context.Context, full bool) (bool, error) {
+	wrote := false
+	for _, f := range b.cfg.families() {
+		filter, nat := b.portRules(f)
+		data := payload(b.static[f], filter, nat)
+		if !full && bytes.Equal(data, b.lastPayload[f]) {
+			continue
+		}
+		send := data
+		if full {
+			missing, err := b.missingJumps(ctx, f)
+			if err != nil {
+				return wrote, err
+			}
+			send = withJumps(data, missing)
+		}
+		if err := b.k.IPTables.Restore(ctx, runnerFamily(f), send); err != nil {
+			klog.ErrorS(err, "iptables-restore failed", "family", f, "lines", runner.OffendingLines(send, err))
+			delete(b.lastPayload, f)
+			return wrote, fmt.Errorf("iptables %s: %w", f, err)
+		}
+		b.lastPayload[f] = data
+		wrote = true
+	}
+	return wrote, nil
+}
+
+// savedRule is one "-A CHAIN ..." line of iptables-save.
+type savedRule struct {
+	chain, target, line string
+}
+
+// parseSaved reads the chains and rules of an iptables-save table.
+func parseSaved(data []byte) (chains map[string]bool, rules []savedRule) {
+	chains = map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, ":"):
+			chains[strings.Fields(line[1:])[0]] = true
+		case strings.HasPrefix(line, "-A "):
+			f := strings.Fields(line)
+			r := savedRule{chain: f[1], line: line}
+			if i := slices.Index(f, "-j"); i > 0 && i+1 < len(f) {
+				r.target = f[i+1]
+			}
+			rules = append(rules, r)
+		}
+	}
+	return chains, rules
+}
+
+// missingJumps lists the jumps no rule of the built-in chain makes yet.
+func (b *Backend) missingJumps(ctx context.Context, f v1.IPFamily) ([]jump, error) {
+	present := map[string]bool{}
+	for _, table := range []string{"nat", "filter"} {
+		data, err := b.k.IPTables.SaveTable(ctx, runnerFamily(f), table)
+		if err != nil {
+			return nil, fmt.Errorf("iptables %s: %w", f, err)
+		}
+		_, rules := parseSaved(data)
+		for _, r := range rules {
+			present[table+"/"+r.chain+"/"+r.target] = true
+		}
+	}
+	var missing []jump
+	for _, j := range jumps() {
+		if !present[j.table+"/"+j.from+"/"+j.to()] {
+			missing = append(missing, j)
+		}
+	}
+	return missing, nil
+}
+
+// withJumps adds "-I CHAIN 1 ..." lines at the end of each table's
+// section, last jump first so they end up in order.
+func withJumps(data []byte, missing []jump) []byte {
+	if len(missing) == 0 {
+		return data
+	}
+	out := string(data)
+	for _, table := range []string{"filter", "nat"} {
+		var lines []string
+		for i := len(missing) - 1; i >= 0; i-- {
+			if j := missing[i]; j.table == table {
+				lines = append(lines, j.insertLine())
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		start := strings.Index(out, "*"+table+"\n")
+		end := start + strings.Index(out[start:], "COMMIT\n")
+		out = out[:end] + strings.Join(lines, "\n") + "\n" + out[end:]
+	}
+	return []byte(out)
+}

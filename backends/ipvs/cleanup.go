@@ -1,0 +1,122 @@
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+)
+
+// Cleanup removes everything the mode installs: every IPVS virtual
+// server (switchyard owns IPVS on the node, as kube-proxy does), the
+// kube-ipvs0 interface with its addresses, the jumps and chains, and the
+// sets. It carries on past errors and returns them all.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, f := range b.cfg.families() {
+		errs = append(errs, b.cleanupIPTables(ctx, f))
+	}
+	errs = append(errs, b.cleanupServers())
+	if err := b.k.Netlink.DeleteLink(DummyInterface); err != nil {
+		errs = append(errs, fmt.Errorf("delete %s: %w", DummyInterface, err))
+	}
+	errs = append(errs, b.cleanupSets(ctx))
+	b.reset()
+	return errors.Join(errs...)
+}
+
+// cleanupIPTables deletes, in one restore, every rule of a built-in chain
+// that jumps to one of our chains, then flushes and deletes our chains.
+func (b *Backend) cleanupIPTables(ctx context.Context, f v1.IPFamily) error {
+	var payload strings.Builder
+	ours := map[string][]string{"nat": natChains, "filter": filterChains}
+	for _, table := range []string{"filter", "nat"} {
+		data, err := b.k.IPTables.SaveTable(ctx, runnerFamily(f), table)
+		if err != nil {
+			return fmt.Errorf("cleanup %s: %w", f, err)
+		}
+		chains, rules := parseSaved(data)
+		var lines []string
+		for _, r := range rules {
+			if !slices.Contains(ours[table], r.chain) && slices.Contains(ours[table], r.target) {
+				lines = append(lines, "-D"+strings.TrimPrefix(r.line, "-A"))
+			}
+		}
+		var present []string
+		for _, c := range ours[table] {
+			if chains[c] {
+				present = append(present, c)
+			}
+		}
+		if len(lines) == 0 && len(present) == 0 {
+			continue
+		}
+		payload.WriteString("*" + table + "\n")
+		for _, c := range present {
+			payload.WriteString(":" + c + " - [0:0]\n") // flushes it
+		}
+		for _, l := range lines {
+			payload.WriteString(l + "\n")
+		}
+		for _, c := range present {
+			payload.WriteString("-X " + c + "\n")
+		}
+		payload.WriteString("COMMIT\n")
+	}
+	if payload.Len() == 0 {
+		return nil
+	}
+	if err := b.k.IPTables.Restore(ctx, runnerFamily(f), []byte(payload.String())); err != nil {
+		return fmt.Errorf("cleanup %s: %w", f, err)
+	}
+	return nil
+}
+
+func (b *Backend) cleanupServers() error {
+	svcs, err := b.k.IPVS.GetServices()
+	if err != nil {
+		return fmt.Errorf("cleanup: list virtual servers: %w", err)
+	}
+	var errs []error
+	for _, s := range svcs {
+		if err := ignoreMissing(b.k.IPVS.DelService(s)); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: delete virtual server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupSets destroys the sets of every family that exist (a set still
+// referenced by someone else's rule cannot go: that is reported).
+func (b *Backend) cleanupSets(ctx context.Context) error {
+	saved, err := b.k.IPSet.Save(ctx)
+	if err != nil {
+		return fmt.Errorf("cleanup: ipset save: %w", err)
+	}
+	have, err := ipset.ParseSave(saved)
+	if err != nil {
+		return fmt.Errorf("cleanup: ipset save: %w", err)
+	}
+	var data []byte
+	for _, f := range b.cfg.families() {
+		for _, kind := range allSets() {
+			if _, ok := have[kind.name(f)]; ok {
+				data = append(data, "destroy "+kind.name(f)+"\n"...)
+			}
+		}
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if err := b.k.IPSet.Restore(ctx, data); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package ipvs
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/moby/ipvs"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+)
+
+// IPVS is the part of github.com/moby/ipvs' *Handle the backend uses (a
+// *ipvs.Handle satisfies it; Flush is left out on purpose: the backend
+// reconciles, it never flushes). Errors are the kernel's errno values
+// (syscall.EEXIST, ESRCH, ENOENT...).
+type IPVS interface {
+	GetServices() ([]*ipvs.Service, error)
+	// GetService reads one service (ESRCH when it does not exist).
+	GetService(*ipvs.Service) (*ipvs.Service, error)
+	NewService(*ipvs.Service) error
+	UpdateService(*ipvs.Service) error
+	DelService(*ipvs.Service) error
+	GetDestinations(*ipvs.Service) ([]*ipvs.Destination, error)
+	NewDestination(*ipvs.Service, *ipvs.Destination) error
+	UpdateDestination(*ipvs.Service, *ipvs.Destination) error
+	DelDestination(*ipvs.Service, *ipvs.Destination) error
+	GetConfig() (*ipvs.Config, error)
+	SetConfig(*ipvs.Config) error
+}
+
+// ErrLinkNotFound is returned (wrapped) by Netlink for a missing link.
+var ErrLinkNotFound = errors.New("link not found")
+
+// Netlink is the interface and address management the backend needs, in
+// one network namespace.
+type Netlink interface {
+	// EnsureDummy creates a dummy interface unless it exists.
+	EnsureDummy(name string) error
+	// DeleteLink deletes an interface; no error if it is absent.
+	DeleteLink(name string) error
+	// ListAddresses lists the addresses of an interface (ErrLinkNotFound
+	// when it is absent).
+	ListAddresses(link string) ([]netip.Addr, error)
+	// AddAddress binds a host address (/32 or /128) to an interface; no
+	// error if it is already there.
+	AddAddress(link string, addr netip.Addr) error
+	// DelAddress removes an address; no error if it is not there.
+	DelAddress(link string, addr netip.Addr) error
+}
+
+// Sysctl reads and writes kernel parameters by their /proc/sys path
+// ("net/ipv4/vs/conntrack"), in one network namespace.
+type Sysctl interface {
+	Get(name string) (string, error)
+	Set(name, value string) error
+}
+
+// Kernel bundles the kernel interfaces the backend is built on. Tests
+// use the fakes of backends/ipvs/testing; NewKernel builds the real ones.
+type Kernel struct {
+	IPVS     IPVS
+	Netlink  Netlink
+	IPSet    ipset.Interface
+	Sysctl   Sysctl
+	IPTables runner.Interface
+
+	closers []func()
+}
+
+// Close releases the handles NewKernel opened.
+func (k *Kernel) Close() {
+	for _, c := range k.closers {
+		c()
+	}
+	k.closers = nil
+}

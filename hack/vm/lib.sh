@@ -1,0 +1,28 @@
+# Shared settings of the hack/vm scripts (sourced, not run).
+#
+# The VM cache lives under ${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/vm:
+#   vm/<kernel-version>/debs      downloaded .deb files (apt-get download)
+#   vm/<kernel-version>/kernel    dpkg -x of the kernel package
+#   vm/<kernel-version>/userland  dpkg -x of busybox-static, iptables, ipset, ...
+#   vm/<kernel-version>/base.cpio initramfs base (build-base.sh)
+#   vm/<kernel-version>/vmlinuz   the kernel image
+#   vm/current                    symlink to the kernel directory in use
+# Nothing is installed on the host except qemu-system-x86 (if missing).
+
+SY_CACHE=${SWITCHYARD_CACHE:-${HOME:-/root}/.cache/switchyard}
+SY_VM_ROOT=$SY_CACHE/vm
+
+# The kernel flavour: Debian's cloud kernel boots quickly under TCG and
+# has IPVS, dummy, veth, netfilter and ipset as modules.
+SY_KERNEL_META=${SWITCHYARD_VM_KERNEL_META:-linux-image-cloud-amd64}
+
+# Userland packages: static busybox (init, shell, modprobe, depmod, cpio)
+# plus the netfilter tools and their libraries, for debugging in the guest.
+SY_USERLAND_PKGS="busybox-static iptables ipvsadm ipset conntrack
+	libip4tc2 libip6tc2 libxtables12 libmnl0 libnetfilter-conntrack3
+	libnfnetlink0 libnftnl11 libnl-3-200 libnl-genl-3-200 libpopt0 libipset13"
+
+die() {
+	echo "hack/vm: $*" >&2
+	exit 1
+}
