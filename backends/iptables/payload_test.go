@@ -72,7 +72,7 @@ func TestTransactionPayload(t *testing.T) {
 	want := strings.Join([]string{
 		"*mangle", ":KUBE-PROXY-CANARY - [0:0]", "COMMIT",
 		"*filter", ":KUBE-SERVICES - [0:0]", "COMMIT",
-		"*nat", ":KUBE-SVC-A - [0:0]", ":KUBE-SEP-B - [0:0]", "-A KUBE-SVC-A -j KUBE-SEP-A", "-X KUBE-SEP-B", "COMMIT", "",
+		"*nat", ":KUBE-SEP-B - [0:0]", ":KUBE-SVC-A - [0:0]", "-A KUBE-SVC-A -j KUBE-SEP-A", "-X KUBE-SEP-B", "COMMIT", "",
 	}, "\n")
 	if d := cmp.Diff(want, string(tx.payload())); d != "" {
 		t.Errorf("payload (-want +got):\n%s", d)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+)
+
+// ruleCount counts the rules of an iptables-save dump.
+func ruleCount(saved []byte) int { return bytes.Count(saved, []byte("\n-A ")) }
+
+// floorRun times one plain iptables-restore (no --noflush: one
+// transaction that replaces the tables) of payload in a fresh namespace:
+// the least any tool can spend to install these rules. The payload is
+// what switchyard installed, read back with iptables-save, so it holds
+// the same chains and rules, including the jumps from the built-in
+// chains (without them the kernel would not validate the service chains
+// at commit, which costs real time on nf_tables).
+func floorRun(ctx context.Context, mode string, payload []byte) (s sample, err error) {
+	ns, del, err := newNetns(mode)
+	if err != nil {
+		return s, err
+	}
+	defer func() {
+		if derr := del(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, restoreBinary(mode), waitFlag())
+	cmd.Stdin = bytes.NewReader(payload)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	s = sample{wall: time.Since(start), restores: 1}
+	s.restoreWall = s.wall
+	if err != nil {
+		return s, fmt.Errorf("%s in %s: %w: %s", restoreBinary(mode), ns, err, out)
+	}
+	// `ip netns exec` execs iptables-restore in the same process.
+	s.childCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return s, nil
+}
