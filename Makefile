@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm bench demo lint clean tools
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools
 
 all: build
 
@@ -37,7 +37,12 @@ e2e: build tools
 vm:
 	hack/vm/test-ipvs.sh
 
-test: lint unit kernel e2e vm
+# The real daemon in ipvs mode inside the VM, against a control plane on
+# the host's loopback (reached through one QEMU guestfwd).
+e2e-vm: tools
+	hack/vm/e2e-ipvs.sh
+
+test: lint unit kernel e2e vm e2e-vm
 
 bench:
 	hack/bench.sh

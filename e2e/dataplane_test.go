@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +40,8 @@ func startMode(t *testing.T, mode string, pods int, args ...string) *modeEnv {
 }
 
 // TestDataplane runs the same traffic table against each proxy mode that
-// can run on this host's kernel (ipvs runs in the VM, see hack/vm).
+// can run on this host's kernel (ipvs runs in the VM: hack/vm/e2e-ipvs.sh
+// sets SWITCHYARD_E2E_MODES=ipvs there).
 func TestDataplane(t *testing.T) {
 	for _, mode := range e2eModes() {
 		t.Run(mode, func(t *testing.T) { runDataplaneTable(t, mode) })
@@ -65,8 +67,11 @@ func runDataplaneTable(t *testing.T, mode string) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, m) })
 	}
-	if mode == "iptables" {
+	switch mode {
+	case "iptables":
 		t.Run("KUBE-SERVICES listing", func(t *testing.T) { testKubeServicesListing(t, m) })
+	case "ipvs":
+		t.Run("ipvsadm listing", func(t *testing.T) { testIPVSListing(t, m) })
 	}
 	t.Run("prometheus scrapes sync metrics", func(t *testing.T) { testPrometheus(t, m) })
 	t.Run("--cleanup removes everything", func(t *testing.T) { testCleanup(t, m) })
@@ -98,9 +103,21 @@ func testCleanup(t *testing.T, m *modeEnv) {
 			t.Errorf("%s after --cleanup still has KUBE- chains:\n%s", save, out)
 		}
 	}
+	if m.mode == "ipvs" {
+		checkIPVSCleanedUp(t, m)
+	}
 }
 
-func e2eModes() []string { return []string{"iptables", "userspace"} }
+// modesEnv overrides the proxy modes TestDataplane runs (space or comma
+// separated); by default the modes this host's kernel supports.
+const modesEnv = "SWITCHYARD_E2E_MODES"
+
+func e2eModes() []string {
+	if v := os.Getenv(modesEnv); v != "" {
+		return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' })
+	}
+	return []string{"iptables", "userspace"}
+}
 
 func podNames(pods []framework.Pod) []string {
 	out := make([]string, len(pods))
@@ -268,13 +285,16 @@ func testIgnoredServices(t *testing.T, m *modeEnv) {
 	if r, err := framework.Echo(ctx, m.Topo.ClientNS, "tcp", hostPort(other.Spec.ClusterIP, 80)); err == nil {
 		t.Errorf("service labelled for another proxy answered (%v): switchyard must leave it alone", r)
 	}
-	if m.mode == "iptables" {
+	switch m.mode {
+	case "iptables":
 		out := nodeIPTables(t, m, "-t", "nat", "-S")
 		for _, name := range []string{"/headless", "/extname", "/other-proxy"} {
 			if strings.Contains(out, m.Namespace+name) {
 				t.Errorf("nat table mentions %s%s:\n%s", m.Namespace, name, out)
 			}
 		}
+	case "ipvs":
+		checkNoIPVSFor(t, m, other.Spec.ClusterIP)
 	}
 }
 

@@ -6,5 +6,8 @@
 //
 // Set SWITCHYARD_KUBECONFIG to reuse a running control plane (from
 // `hack/local-up.sh up`) instead of starting a private one, and
-// SWITCHYARD_BIN to test a prebuilt daemon.
+// SWITCHYARD_BIN (SWITCHYARD_ECHOSERVER_BIN, SWITCHYARD_NSFORWARD_BIN) to
+// test prebuilt binaries. SWITCHYARD_E2E_MODES picks TestDataplane's proxy
+// modes (default "iptables userspace"); the ipvs mode runs in a VM with
+// hack/vm/e2e-ipvs.sh, which sets all of these.
 package e2e

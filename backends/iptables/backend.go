@@ -145,6 +145,7 @@ func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
 		}
 	}
 	var deletes []chainKey
+	stray := map[table][]string{}
 	for _, t := range allTables() {
 		data, err := r.SaveTable(ctx, f.fam, string(t))
 		if err != nil {
@@ -155,6 +156,12 @@ func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
 			if isOwnedChain(t, name) {
 				deletes = append(deletes, chainKey{table: t, name: name})
 			}
+		}
+		stray[t] = strayJumps(t, data)
+	}
+	if data := jumpDeletePayload(stray); len(data) > 0 {
+		if err := r.Restore(ctx, f.fam, data); err != nil {
+			errs = append(errs, fmt.Errorf("iptables cleanup: %s: delete jumps: %w", f.fam, err))
 		}
 	}
 	for i, tx := range planTransactions(nil, deletes, b.chunkRules()) {

@@ -428,6 +428,13 @@ func TestCleanup(t *testing.T) {
 	if err := fake.Restore(context.Background(), runner.IPv4, []byte(foreign)); err != nil {
 		t.Fatal(err)
 	}
+	// The ipvs mode jumps to chains of the same names from built-in
+	// chains this mode does not use; cleanup must remove those jumps too
+	// or the chains cannot be deleted.
+	ipvsJumps := "*filter\n-A INPUT -m comment --comment \"ipvs jump\" -j KUBE-SERVICES\n-A OUTPUT -j KUBE-EXTERNAL-SERVICES\nCOMMIT\n"
+	if err := fake.Restore(context.Background(), runner.IPv4, []byte(ipvsJumps)); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Cleanup(context.Background()); err != nil {
 		t.Fatalf("Cleanup: %v", err)
 	}

@@ -10,12 +10,15 @@ import (
 )
 
 // Main packages the e2e tests run, relative to the repository root, and the
-// environment variables that may point at a prebuilt binary instead.
+// environment variables that may point at a prebuilt binary instead (the
+// VM run, hack/vm/e2e-ipvs.sh, has no Go toolchain inside).
 const (
-	DaemonPkg     = "./cmd/switchyard"
-	DaemonBinEnv  = "SWITCHYARD_BIN"
-	EchoServerPkg = "./e2e/echoserver"
-	NSForwardPkg  = "./hack/nsforward"
+	DaemonPkg        = "./cmd/switchyard"
+	DaemonBinEnv     = "SWITCHYARD_BIN"
+	EchoServerPkg    = "./e2e/echoserver"
+	EchoServerBinEnv = "SWITCHYARD_ECHOSERVER_BIN"
+	NSForwardPkg     = "./hack/nsforward"
+	NSForwardBinEnv  = "SWITCHYARD_NSFORWARD_BIN"
 )
 
 // Builder builds the repository's main packages once per test run.

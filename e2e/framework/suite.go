@@ -19,7 +19,8 @@ type Suite struct {
 	Root    string   // repository root
 	Cluster *Cluster // admin access
 	Bins    *Builder
-	// EchoServerBin and NSForwardBin are built at suite start; the daemon is
+	// EchoServerBin and NSForwardBin are built at suite start (or taken from
+	// $SWITCHYARD_ECHOSERVER_BIN / $SWITCHYARD_NSFORWARD_BIN); the daemon is
 	// built on first StartDaemon (or taken from $SWITCHYARD_BIN).
 	EchoServerBin string
 	NSForwardBin  string
@@ -54,10 +55,10 @@ func NewSuite(ctx context.Context) (*Suite, error) {
 
 func (s *Suite) init(ctx context.Context) error {
 	var err error
-	if s.EchoServerBin, err = s.Bins.Binary(ctx, EchoServerPkg, ""); err != nil {
+	if s.EchoServerBin, err = s.Bins.Binary(ctx, EchoServerPkg, EchoServerBinEnv); err != nil {
 		return err
 	}
-	if s.NSForwardBin, err = s.Bins.Binary(ctx, NSForwardPkg, ""); err != nil {
+	if s.NSForwardBin, err = s.Bins.Binary(ctx, NSForwardPkg, NSForwardBinEnv); err != nil {
 		return err
 	}
 	if s.Cluster, err = ClusterFromEnv(ctx, s.Root); err != nil {

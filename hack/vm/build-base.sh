@@ -4,9 +4,10 @@
 # Builds DIR/base.cpio (the initramfs every test VM starts from) and
 # DIR/vmlinuz from what fetch-deps.sh unpacked into DIR (default: the
 # cache's vm/current). The image holds static busybox, the kernel modules
-# switchyard needs (IPVS and its schedulers, dummy, veth, netfilter, ipset)
-# with a fresh modules.dep so the kernel auto-loads them, and Debian's
-# iptables (nft and legacy), ipset, ipvsadm and conntrack with their
+# switchyard needs (IPVS and its schedulers, dummy, veth, netfilter, ipset;
+# bridge, br_netfilter and virtio-net for the e2e run) with a fresh
+# modules.dep so the kernel auto-loads them, and Debian's iptables (nft and
+# legacy), ipset, ipvsadm, conntrack and iproute2's ip with their
 # libraries. It depends only on DIR, so it is cached there: it is rebuilt
 # only when missing or older than this script.
 set -eu
@@ -42,7 +43,8 @@ MODULES="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_dh ip_vs_sh ip_vs_sed
 	nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject
 	nft_reject_inet nft_reject_ipv4 nft_reject_ipv6 nft_fib_inet nft_fib_ipv4 nft_fib_ipv6
 	ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet
-	ip_set_hash_net ip_set_bitmap_port"
+	ip_set_hash_net ip_set_bitmap_port
+	bridge br_netfilter virtio_pci virtio_net"
 [ -e "$km/modules.dep" ] || "$bb" depmod -b "$dir/kernel" "$kver"
 # modules.dep lines are "kernel/x/y.ko: kernel/dep1.ko kernel/dep2.ko"
 # (already transitively closed by depmod).
@@ -67,7 +69,7 @@ u=$dir/userland
 libpath=$u/usr/lib/x86_64-linux-gnu:$u/lib/x86_64-linux-gnu
 mkdir -p "$root/lib64" "$root/usr/lib/x86_64-linux-gnu"
 for b in usr/sbin/xtables-nft-multi usr/sbin/xtables-legacy-multi sbin/ipvsadm usr/sbin/ipvsadm \
-	sbin/ipset usr/sbin/ipset usr/sbin/conntrack; do
+	sbin/ipset usr/sbin/ipset usr/sbin/conntrack bin/ip; do
 	[ -e "$u/$b" ] || continue
 	mkdir -p "$root/$(dirname "$b")"
 	cp -P "$u/$b" "$root/$b"
@@ -87,6 +89,10 @@ for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tab
 	ln -sf xtables-nft-multi "$root/usr/sbin/$fam-nft${t#"$fam"}"
 	ln -sf xtables-legacy-multi "$root/usr/sbin/$fam-legacy${t#"$fam"}"
 done
+# iproute2's ip (`ip netns`) shadows busybox's in every PATH directory:
+# `busybox --install -s` in the guest does not replace existing files.
+for d in sbin usr/sbin usr/bin; do ln -sf /bin/ip "$root/$d/ip"; done
+if [ -d "$u/etc/iproute2" ]; then cp -a "$u/etc/iproute2" "$root/etc/"; fi
 for f in /etc/protocols /etc/services /etc/ethertypes; do
 	if [ -e "$f" ]; then cp "$f" "$root/etc/"; fi
 done

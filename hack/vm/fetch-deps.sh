@@ -7,9 +7,10 @@
 #   ${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/vm/<kernel-version>/
 # It prints that directory on stdout (the last line).
 #
-# Warm cache: when vm/current points at a complete directory it prints it
-# and exits without touching apt. --refresh re-resolves the kernel package
-# (e.g. after Debian published a new ABI).
+# Warm cache: when vm/current points at a complete directory fetched for
+# the current package list (lib.sh) it prints it and exits without touching
+# apt; a longer list downloads only the added packages. --refresh
+# re-resolves the kernel package (e.g. after Debian published a new ABI).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
@@ -17,7 +18,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 refresh=0
 [ "${1:-}" = "--refresh" ] && refresh=1
 
-if [ "$refresh" = 0 ] && [ -e "$SY_VM_ROOT/current/.fetched" ]; then
+stamp=$(sy_pkg_stamp)
+if [ "$refresh" = 0 ] && [ "$(cat "$SY_VM_ROOT/current/.fetched" 2>/dev/null)" = "$stamp" ]; then
 	cd "$SY_VM_ROOT/current" && pwd -P
 	exit 0
 fi
@@ -43,13 +45,29 @@ kver=${kpkg#linux-image-}
 dir=$SY_VM_ROOT/$kver
 mkdir -p "$dir/debs"
 
-if [ ! -e "$dir/debs/.done" ]; then
-	echo "hack/vm: downloading $kpkg and userland" >&2
-	# shellcheck disable=SC2086 # word splitting of the package list is wanted
-	(cd "$dir/debs" && apt-get download "$kpkg" $SY_USERLAND_PKGS 2>&1 |
+# missing_debs: the packages of the list without a .deb in debs/.
+missing_debs() {
+	for p in "$kpkg" $SY_USERLAND_PKGS; do
+		ls "$dir/debs/$p"_*.deb >/dev/null 2>&1 || echo "$p"
+	done
+}
+download() {
+	echo "hack/vm: downloading $*" >&2
+	(cd "$dir/debs" && apt-get download "$@" 2>&1 |
 		grep -v 'Download is performed unsandboxed' >&2) || true
-	ls "$dir/debs/$kpkg"_*.deb >/dev/null 2>&1 || die "download of $kpkg failed"
-	touch "$dir/debs/.done"
+}
+missing=$(missing_debs)
+if [ -n "$missing" ]; then
+	# shellcheck disable=SC2086 # word splitting of the package list is wanted
+	download $missing
+	missing=$(missing_debs)
+	if [ -n "$missing" ]; then # stale package lists: update once, retry
+		apt-get update -qq >&2 || true
+		# shellcheck disable=SC2086
+		download $missing
+		missing=$(missing_debs)
+	fi
+	[ -z "$missing" ] || die "download failed: $(echo $missing)"
 fi
 
 if [ ! -d "$dir/kernel/lib/modules/$kver" ]; then
@@ -57,16 +75,17 @@ if [ ! -d "$dir/kernel/lib/modules/$kver" ]; then
 	mkdir -p "$dir/kernel"
 	dpkg -x "$dir/debs/$kpkg"_*.deb "$dir/kernel"
 fi
-if [ ! -x "$dir/userland/bin/busybox" ]; then
+if [ "$(cat "$dir/userland/.pkgs" 2>/dev/null)" != "$stamp" ]; then
 	rm -rf "$dir/userland"
 	mkdir -p "$dir/userland"
 	for deb in "$dir"/debs/*.deb; do
 		case $(basename "$deb") in linux-image-*) continue ;; esac
 		dpkg -x "$deb" "$dir/userland"
 	done
+	echo "$stamp" >"$dir/userland/.pkgs"
 fi
 [ -e "$dir/kernel/boot/vmlinuz-$kver" ] || die "no vmlinuz-$kver in $kpkg"
 echo "$kver" >"$dir/kernel-version"
-touch "$dir/.fetched"
+echo "$stamp" >"$dir/.fetched"
 ln -sfn "$kver" "$SY_VM_ROOT/current"
 echo "$dir"

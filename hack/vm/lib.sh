@@ -17,10 +17,19 @@ SY_VM_ROOT=$SY_CACHE/vm
 SY_KERNEL_META=${SWITCHYARD_VM_KERNEL_META:-linux-image-cloud-amd64}
 
 # Userland packages: static busybox (init, shell, modprobe, depmod, cpio)
-# plus the netfilter tools and their libraries, for debugging in the guest.
+# plus the netfilter tools and their libraries, and iproute2 (busybox's ip
+# has no `ip netns`, which the e2e framework uses) with its libraries.
+# fetch-deps.sh downloads what a changed list adds.
 SY_USERLAND_PKGS="busybox-static iptables ipvsadm ipset conntrack
 	libip4tc2 libip6tc2 libxtables12 libmnl0 libnetfilter-conntrack3
-	libnfnetlink0 libnftnl11 libnl-3-200 libnl-genl-3-200 libpopt0 libipset13"
+	libnfnetlink0 libnftnl11 libnl-3-200 libnl-genl-3-200 libpopt0 libipset13
+	iproute2 libbpf1 libelf1 libbsd0 libcap2 libmd0 zlib1g"
+
+# sy_pkg_stamp is what a complete cache directory records in .fetched: the
+# kernel flavour and the package list, one line, so a changed list is seen.
+sy_pkg_stamp() {
+	echo "$SY_KERNEL_META $SY_USERLAND_PKGS" | tr -s ' \t\n' '   ' | sed 's/ $//'
+}
 
 die() {
 	echo "hack/vm: $*" >&2

@@ -8,10 +8,10 @@
 #
 #   CGO_ENABLED=0 go test -exec "$PWD/hack/vm/vmtest.sh" ./backends/ipvs/
 #
-# The guest has no network (-nic none), sets IPVS_VM=1 (tests that need
-# the VM's kernel skip without it) and powers off when BINARY ends. The
-# guest prints "VMTEST-RESULT: rc=N"; without that line (boot failure,
-# guest crash, timeout) the exit status is 125.
+# The guest has no network (unless VM_NIC says otherwise), sets IPVS_VM=1
+# (tests that need the VM's kernel skip without it) and powers off when
+# BINARY ends. The guest prints "VMTEST-RESULT: rc=N"; without that line
+# (boot failure, guest crash, timeout) the exit status is 125.
 #
 # Environment:
 #   VMTEST_WORK  kernel directory (default: the cache's vm/current)
@@ -19,6 +19,9 @@
 #   VM_SMP, VM_MEM (MiB), VM_TIMEOUT (s): 2, 1024, 900
 #   VM_ENV       "K=V ..." exported in the guest before BINARY runs
 #   VM_EXTRA     files or directories copied next to BINARY
+#   VM_NIC       the -nic option (default none), e.g.
+#                user,model=virtio-net-pci,restrict=on,guestfwd=... (the
+#                guest then needs modprobe virtio_net and an address)
 #   VM_LOG       also save the console log to this file
 #   VM_QUIET=1   do not echo the boot/wall-time lines on stderr
 set -eu
@@ -78,7 +81,7 @@ set +e
 # panic=-1 with -no-reboot: a guest panic ends qemu at once.
 # shellcheck disable=SC2086 # $accel is several words
 timeout -k 5 "${VM_TIMEOUT:-900}" qemu-system-x86_64 $accel -m "${VM_MEM:-1024}" -smp "${VM_SMP:-2}" \
-	-display none -vga none -no-reboot -nic none -monitor none -serial stdio \
+	-display none -vga none -no-reboot -nic "${VM_NIC:-none}" -monitor none -serial stdio \
 	-kernel "$work/vmlinuz" -initrd "$run/initrd.cpio" \
 	-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=3" </dev/null 2>&1 |
 	sed -u 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g; s/\r$//' | tee "$run/console.log"
