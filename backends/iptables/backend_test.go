@@ -431,7 +431,8 @@ func TestCleanup(t *testing.T) {
 	// The ipvs mode jumps to chains of the same names from built-in
 	// chains this mode does not use; cleanup must remove those jumps too
 	// or the chains cannot be deleted.
-	ipvsJumps := "*filter\n-A INPUT -m comment --comment \"ipvs jump\" -j KUBE-SERVICES\n-A OUTPUT -j KUBE-EXTERNAL-SERVICES\nCOMMIT\n"
+	ipvsJumps := "*filter\n-A INPUT -m comment --comment \"ipvs jump\" -j KUBE-SERVICES\n-A OUTPUT -j KUBE-EXTERNAL-SERVICES\nCOMMIT\n" +
+		"*nat\n:KUBE-NODE-PORT - [0:0]\n-A KUBE-NODE-PORT -p tcp -j KUBE-MARK-MASQ\nCOMMIT\n"
 	if err := fake.Restore(context.Background(), runner.IPv4, []byte(ipvsJumps)); err != nil {
 		t.Fatal(err)
 	}
@@ -441,13 +442,15 @@ func TestCleanup(t *testing.T) {
 	for _, fam := range []runner.Family{runner.IPv4, runner.IPv6} {
 		for _, tbl := range []string{"mangle", "filter", "nat"} {
 			for _, c := range fake.Chains(fam, tbl) {
-				if strings.HasPrefix(c, "KUBE-") && c != chainKubeletFirewall {
+				// KUBE-NODE-PORT is the ipvs mode's: its cleanup deletes
+				// it; ours only removes its jump into our chains.
+				if strings.HasPrefix(c, "KUBE-") && c != chainKubeletFirewall && c != "KUBE-NODE-PORT" {
 					t.Errorf("%s %s: chain %s left", fam, tbl, c)
 				}
 			}
 			for _, line := range strings.Split(fake.Dump(fam, tbl), "\n") {
 				// KUBE-FIREWALL and its jumps are kubelet's: they stay.
-				if strings.Contains(line, "KUBE-") && !strings.Contains(line, chainKubeletFirewall) {
+				if strings.Contains(line, "KUBE-") && !strings.Contains(line, chainKubeletFirewall) && line != ":KUBE-NODE-PORT - [0:0]" {
 					t.Errorf("%s %s: left: %s", fam, tbl, line)
 				}
 			}

@@ -5,22 +5,17 @@ import (
 	"strings"
 )
 
-// builtinChains are the chains iptables itself owns, in any table.
-var builtinChains = map[string]bool{
-	"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true,
-}
-
 // strayJumps returns, as iptables-restore lines, the deletions of every
-// rule in a built-in chain of the saved table that jumps (-j/-g) to a
-// chain this mode owns. Cleanup removes them before deleting the chains:
-// besides the jumps this mode installs, other switchyard modes (ipvs) jump
-// to chains of the same names from other built-in chains, and a chain
-// still referenced cannot be deleted.
+// rule outside our own chains that jumps (-j/-g) to a chain this mode
+// owns. Cleanup removes them before deleting the chains: besides the
+// jumps this mode installs, the ipvs mode jumps to chains of the same
+// names (KUBE-SERVICES, KUBE-MARK-MASQ) from built-in chains and from its
+// own chains, and a chain still referenced cannot be deleted.
 func strayJumps(t table, save []byte) []string {
 	var out []string
 	for _, line := range strings.Split(string(save), "\n") {
 		chain, rest, ok := strings.Cut(strings.TrimPrefix(line, "-A "), " ")
-		if !strings.HasPrefix(line, "-A ") || !ok || !builtinChains[chain] {
+		if !strings.HasPrefix(line, "-A ") || !ok || isOwnedChain(t, chain) {
 			continue
 		}
 		if target := savedJumpTarget(rest); target != "" && isOwnedChain(t, target) {
