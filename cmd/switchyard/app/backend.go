@@ -158,17 +158,19 @@ func ipvsLoaded() bool {
 	return err == nil
 }
 
-// postSyncHooks are run after every successful sync: the conntrack
-// reconciler removes stale UDP/SCTP entries in the NAT modes. The
+// postSyncHooks are run after every successful sync: memory of a full
+// sync goes back to the OS; the conntrack reconciler removes stale UDP/SCTP
+// entries in the NAT modes. The
 // userspace mode NATs nothing through conntrack for services (its own
 // sessions are reset by the proxy), so it runs without it.
 func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, error) {
+	hooks := []proxier.PostSyncHook{memoryReleaser{}}
 	if o.Mode == ModeUserspace {
-		return nil, nil
+		return hooks, nil
 	}
 	table, err := conntrack.NewNetlinkTable(netns.None())
 	if err != nil {
 		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 	}
-	return []proxier.PostSyncHook{conntrack.New(table, conntrack.Config{Families: families(o)}, m)}, nil
+	return append(hooks, conntrack.New(table, conntrack.Config{Families: families(o)}, m)), nil
 }
