@@ -21,10 +21,16 @@ func ServicePortsFromService(svc *v1.Service, invalid InvalidFunc) map[ServicePo
 	if svc == nil || !serviceIsProxied(svc) {
 		return nil
 	}
+	tally := newSkipTally(invalid)
+	defer tally.log("Skipped invalid parts of a Service (a buggy controller?); details at -v=2", svc)
+	return servicePorts(svc, tally.record)
+}
+
+func servicePorts(svc *v1.Service, invalid InvalidFunc) map[ServicePortName]*ServicePort {
 	clusterIPs, ok := parseClusterIPs(svc)
 	if !ok {
 		invalid("Service", "cluster-ip")
-		klog.InfoS("Skipping service with an invalid cluster IP", "service", klog.KObj(svc), "clusterIPs", svc.Spec.ClusterIPs)
+		klog.V(2).InfoS("Skipping service with an invalid cluster IP", "service", klog.KObj(svc), "clusterIPs", svc.Spec.ClusterIPs)
 		return nil
 	}
 	common := commonServicePort(svc, clusterIPs, invalid)
@@ -34,12 +40,12 @@ func ServicePortsFromService(svc *v1.Service, invalid InvalidFunc) map[ServicePo
 		sp, err := convertPort(common, nsn, &svc.Spec.Ports[i])
 		if err != nil {
 			invalid("Service", "port")
-			klog.InfoS("Skipping invalid service port", "service", klog.KObj(svc), "port", svc.Spec.Ports[i].Name, "err", err)
+			klog.V(2).InfoS("Skipping invalid service port", "service", klog.KObj(svc), "port", svc.Spec.Ports[i].Name, "err", err)
 			continue
 		}
 		if _, dup := out[sp.Name]; dup {
 			invalid("Service", "duplicate-port")
-			klog.InfoS("Skipping duplicate service port", "service", klog.KObj(svc), "port", sp.Name.Port)
+			klog.V(2).InfoS("Skipping duplicate service port", "service", klog.KObj(svc), "port", sp.Name.Port)
 			continue
 		}
 		out[sp.Name] = sp
@@ -125,7 +131,7 @@ func parseAddrs(svc *v1.Service, raw []string, what string, invalid InvalidFunc)
 		ip, err := netip.ParseAddr(s)
 		if err != nil || ip.Zone() != "" {
 			invalid("Service", what)
-			klog.InfoS("Ignoring invalid address on service", "service", klog.KObj(svc), "field", what, "value", s)
+			klog.V(2).InfoS("Ignoring invalid address on service", "service", klog.KObj(svc), "field", what, "value", s)
 			continue
 		}
 		out = append(out, ip.Unmap())
@@ -139,7 +145,7 @@ func parsePrefixes(svc *v1.Service, invalid InvalidFunc) []netip.Prefix {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			invalid("Service", "source-range")
-			klog.InfoS("Ignoring invalid loadBalancerSourceRange", "service", klog.KObj(svc), "value", s)
+			klog.V(2).InfoS("Ignoring invalid loadBalancerSourceRange", "service", klog.KObj(svc), "value", s)
 			continue
 		}
 		out = append(out, p.Masked())

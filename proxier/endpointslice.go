@@ -46,9 +46,11 @@ func convertSlice(s *discovery.EndpointSlice, nodeName string, invalid InvalidFu
 	default:
 		return &sliceEndpoints{}
 	}
-	out := &sliceEndpoints{ports: convertSlicePorts(s, invalid)}
+	tally := newSkipTally(invalid)
+	defer tally.log("Skipped invalid parts of an EndpointSlice (a buggy controller?); details at -v=2", s)
+	out := &sliceEndpoints{ports: convertSlicePorts(s, tally.record)}
 	for i := range s.Endpoints {
-		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, invalid); ok {
+		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, tally.record); ok {
 			out.endpoints = append(out.endpoints, ep)
 		}
 	}

@@ -55,9 +55,16 @@ func (p *Proxier) Run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}))
-	synced, err := p.addHandlers(factory, nodeFactory)
+	access := newAccessReporter(p.cfg.Clock)
+	synced, err := p.addHandlers(factory, nodeFactory, access)
 	if err != nil {
 		return err
+	}
+	// Until the first sync the node's rules are unknown: count the start
+	// as a queued update, so /healthz fails if that sync does not come
+	// within the health timeout (e.g. the API denies the initial list).
+	if p.health != nil {
+		p.health.QueuedUpdate()
 	}
 	factory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
@@ -67,7 +74,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 	// until the informers' caches are full: handlers run asynchronously),
 	// and the node too, so the first full sync is complete and knows the
 	// node's zone. A partial first sync would drop traffic on restart.
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !waitForCaches(ctx, access, synced) {
 		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
 	}
 	klog.InfoS("Informer caches synced; starting sync loop", "backend", p.backend.Name(), "node", p.cfg.NodeName)
@@ -75,22 +82,26 @@ func (p *Proxier) Run(ctx context.Context) error {
 	return nil
 }
 
-func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory) ([]cache.InformerSynced, error) {
+func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, access *accessReporter) ([]namedSync, error) {
 	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
+		resource string
+		inf      cache.SharedIndexInformer
+		h        cache.ResourceEventHandler
 	}{
-		{factory.Core().V1().Services().Informer(), p.serviceHandler()},
-		{factory.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
-		{nodeFactory.Core().V1().Nodes().Informer(), p.nodeHandler()},
+		{"services", factory.Core().V1().Services().Informer(), p.serviceHandler()},
+		{"endpointslices.discovery.k8s.io", factory.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
+		{"nodes", nodeFactory.Core().V1().Nodes().Informer(), p.nodeHandler()},
 	}
-	synced := make([]cache.InformerSynced, 0, len(handlers))
+	synced := make([]namedSync, 0, len(handlers))
 	for _, x := range handlers {
+		if err := x.inf.SetWatchErrorHandlerWithContext(access.handler(x.resource)); err != nil {
+			return nil, fmt.Errorf("setting the %s watch error handler: %w", x.resource, err)
+		}
 		reg, err := x.inf.AddEventHandler(x.h)
 		if err != nil {
 			return nil, fmt.Errorf("adding event handler: %w", err)
 		}
-		synced = append(synced, reg.HasSynced)
+		synced = append(synced, namedSync{resource: x.resource, synced: reg.HasSynced})
 	}
 	return synced, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -37,6 +38,9 @@ type familySync struct {
 	// listed is set once the chains left by an earlier run (of switchyard
 	// or kube-proxy) were listed, so the first full sync can delete them.
 	listed bool
+	// verifiedAt is when the top-level chains were last verified or
+	// rewritten (see verifyPolicy).
+	verifiedAt time.Time
 }
 
 func newFamilySync(fam runner.Family, fc *familyConfig) *familySync {
@@ -53,7 +57,7 @@ type syncOutcome struct {
 // succeeded, the Diff allows it and the canary chains are still there,
 // else a full one. On error the next sync is full.
 func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State, diff *proxier.Diff) (syncOutcome, error) {
-	full, reason := f.fullSyncReason(b.runner, state, diff)
+	full, reason := f.fullSyncReason(ctx, b, state, diff)
 	out := syncOutcome{full: full, written: map[table]int{}}
 	var txs []*transaction
 	var rs *Ruleset
@@ -65,6 +69,7 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		}
 		rs = render(f.fc, state)
 		txs = planTransactions(rs.chains(), f.staleChains(rs), b.chunkRules())
+		f.verifiedAt = b.verify.clock.Now()
 	} else {
 		rs = renderPartial(f.fc, state, diff, f.prev)
 		writes, deletes := f.partialChanges(rs)
@@ -79,7 +84,8 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 }
 
 // fullSyncReason says whether this sync must be full, and why.
-func (f *familySync) fullSyncReason(r runner.Interface, state *proxier.State, diff *proxier.Diff) (bool, string) {
+func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *proxier.State, diff *proxier.Diff) (bool, string) {
+	r := b.runner
 	switch {
 	case f.prev == nil:
 		return true, "first sync or previous sync failed"
@@ -96,6 +102,9 @@ func (f *familySync) fullSyncReason(r runner.Interface, state *proxier.State, di
 			klog.InfoS("iptables canary chain gone, doing a full sync", "family", f.fam, "table", t, "err", err)
 			return true, "canary chain gone"
 		}
+	}
+	if reason := f.verifyReason(ctx, b, diff); reason != "" {
+		return true, reason
 	}
 	return false, ""
 }
@@ -175,13 +184,16 @@ func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, 
 	for i, tx := range txs {
 		data := tx.payload()
 		if err := b.runner.Restore(ctx, f.fam, data); err != nil {
-			f.recordUncertain(tx)
 			b.countRestoreFailure(partial)
 			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
 				"partial", partial, "lines", runner.OffendingLines(data, err))
-			return fmt.Errorf("iptables backend: %s: restore %d of %d: %w", f.fam, i+1, len(txs), err)
+			if !f.commitWithoutDeletes(ctx, b, tx, data, err) {
+				f.recordUncertain(tx)
+				return fmt.Errorf("iptables backend: %s: restore %d of %d: %w", f.fam, i+1, len(txs), err)
+			}
+		} else {
+			f.record(tx)
 		}
-		f.record(tx)
 		for t, n := range tx.rulesWritten() {
 			written[t] += n
 		}

@@ -22,6 +22,7 @@ type Backend struct {
 	metrics *metrics.Metrics
 	// chunkRules bounds a transaction; 0 means one transaction.
 	chunkRulesBound int
+	verify          verifyPolicy
 
 	mu       sync.Mutex // serialises Sync and Cleanup
 	families []*familySync
@@ -35,7 +36,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules()}
+	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(), verify: newVerifyPolicy(&cfg)}
 	if cfg.Runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables rewrites the whole table on every commit:
 		// chunking would multiply that cost.

@@ -3,8 +3,10 @@ package iptables
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -50,6 +52,12 @@ type Config struct {
 	// sync; 0 means DefaultChunkRules. Ignored on legacy iptables, which
 	// rewrites the whole table on every commit anyway (one transaction).
 	ChunkRules int
+	// VerifyInterval bounds the time between two verifications of the
+	// top-level chains during partial syncs (see verifyPolicy); 0 means
+	// DefaultVerifyInterval, a negative value disables verification.
+	VerifyInterval time.Duration
+	// Clock times verifications; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // familyConfig is the part of Config one family's render needs.

@@ -10,8 +10,8 @@
 // kube-proxy's on a node that switches over.
 //
 // Apply does the I/O through runner.Interface and remembers, per family,
-// a fingerprint of every chain it wrote; it never reads the kernel's rules
-// on the hot path.
+// a fingerprint of every chain it wrote; it never saves a whole table on
+// the hot path (periodic syncs list a few top-level chains, see below).
 //
 //   - A full sync (first sync, Diff.Full, a canary chain gone, or after any
 //     failure) writes every chain as a sequence of iptables-restore
@@ -29,11 +29,20 @@
 //     chains if a service appeared, went or changed what it contributes to
 //     them) and deletes their chains that went away, in one small
 //     transaction.
+//   - A periodic sync (Diff.Verify), or a partial sync when the last check
+//     is older than Config.VerifyInterval, first lists the top-level
+//     chains and the built-in chains holding the jumps, one chain each
+//     (never a whole table), and compares their rule counts with what was
+//     written: an operator's `iptables -t nat -F` leaves the canaries in
+//     place, and a mismatch turns the sync into a full one (verify.go).
 //
 // A failed restore stops the sync, logs only the offending lines, counts
 // kubeproxy_sync_proxy_rules_iptables_restore_failures_total and makes
 // the next sync full; the rules in force stay valid because each
 // transaction is atomic per table and the ordering keeps references valid.
+// A restore that iptables rejects only for deleting a chain someone else
+// still references is committed again without the deletions: the new
+// rules take effect and the next full sync retries (apply_deletes.go).
 //
 // The jumps from the built-in chains (PREROUTING, OUTPUT, POSTROUTING,
 // INPUT, FORWARD) are not in the payload: other programs own those chains.

@@ -1,0 +1,192 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// listingFake counts ListChain calls and can make them fail (a lock held
+// past the wait).
+type listingFake struct {
+	*iptablestest.Fake
+	lists   int
+	listErr error
+}
+
+func (f *listingFake) ListChain(ctx context.Context, fam runner.Family, table, chain string) ([]string, bool, error) {
+	f.lists++
+	if f.listErr != nil {
+		return nil, false, f.listErr
+	}
+	return f.Fake.ListChain(ctx, fam, table, chain)
+}
+
+// periodicDiff is what the proxier's timer-driven sync passes: nothing
+// changed, verify.
+func periodicDiff() *proxier.Diff {
+	return &proxier.Diff{Changed: map[proxier.ServicePortName]struct{}{}, Verify: true}
+}
+
+// wipeTable is `iptables -t TABLE -F` (every chain flushed, built-ins
+// included), then with del `iptables -t TABLE -X` (every user chain gone).
+func wipeTable(t *testing.T, fake *iptablestest.Fake, table string, del bool) {
+	t.Helper()
+	for _, c := range fake.Chains(runner.IPv4, table) {
+		if err := fake.FlushChain(runner.IPv4, table, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !del {
+		return
+	}
+	for _, c := range fake.Chains(runner.IPv4, table) {
+		if !strings.HasPrefix(c, "KUBE-") { // built-in
+			continue
+		}
+		if err := fake.DeleteChain(runner.IPv4, table, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deleteServiceByHand is an operator removing one service the hard way:
+// its KUBE-SERVICES rule, then its KUBE-SVC chain (flushed, then -X; the
+// KUBE-SEP chains it jumped to stay behind).
+func deleteServiceByHand(t *testing.T, fake *iptablestest.Fake, name proxier.ServicePortName) {
+	t.Helper()
+	svcChain := chainsFor(name).cluster
+	for _, r := range fake.Rules(runner.IPv4, "nat", chainServices) {
+		if r.Jump == svcChain {
+			if err := fake.DeleteRule(runner.IPv4, "nat", chainServices, r.Args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := fake.FlushChain(runner.IPv4, "nat", svcChain); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.DeleteChain(runner.IPv4, "nat", svcChain); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerifyRestoresTamperedRules: realistic operator mistakes, most of
+// which leave the canary chains in place, are found by the next periodic
+// sync, which turns full and restores exactly the rules a fresh node gets.
+func TestVerifyRestoresTamperedRules(t *testing.T) {
+	cases := []struct {
+		name   string
+		tamper func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName)
+	}{
+		{"iptables -t nat -F KUBE-SERVICES", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
+			if err := f.FlushChain(runner.IPv4, "nat", chainServices); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"one service's rule and KUBE-SVC chain deleted", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
+			deleteServiceByHand(t, f, names[0])
+		}},
+		{"iptables -t nat -F", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", false) }},
+		{"iptables -F (filter)", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
+			wipeTable(t, f, "filter", false)
+		}},
+		{"iptables -t nat -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", true) }},
+		{"iptables -t mangle -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "mangle", true) }},
+		{"jump from PREROUTING deleted", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
+			if err := f.DeleteRule(runner.IPv4, "nat", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", chainServices); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &listingFake{Fake: iptablestest.NewFake()}
+			b := newTestBackend(t, fake.Fake, nil)
+			b.runner = fake
+			st, names := partialFixture()
+			mustSync(t, b, st, fullDiff())
+			tc.tamper(t, fake.Fake, names)
+			if res := mustSync(t, b, st, periodicDiff()); !res.Full {
+				t.Fatalf("periodic sync after %q stayed partial", tc.name)
+			}
+			assertMatchesReference(t, fake.Fake, nil, st)
+		})
+	}
+}
+
+// TestVerifyPolicy: a periodic sync of intact tables verifies and writes
+// nothing; a sync with changes verifies only once the interval passed;
+// listing errors never force a full sync; a negative interval disables it.
+func TestVerifyPolicy(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	fake := &listingFake{Fake: iptablestest.NewFake()}
+	b := newTestBackend(t, fake.Fake, func(c *Config) { c.Clock = clk; c.VerifyInterval = time.Minute })
+	b.runner = fake
+	st, names := partialFixture()
+	mustSync(t, b, st, fullDiff())
+	step := func(name string, d *proxier.Diff, wantLists bool, wantFull bool) {
+		t.Helper()
+		fake.lists = 0
+		n := len(fake.Restores())
+		res := mustSync(t, b, st, d)
+		if (fake.lists > 0) != wantLists || res.Full != wantFull {
+			t.Errorf("%s: listed %d chains, full %v; want listing %v, full %v", name, fake.lists, res.Full, wantLists, wantFull)
+		}
+		if !wantFull && len(restoresSince(fake.Fake, n)) != 0 {
+			t.Errorf("%s: restores on an unchanged state", name)
+		}
+	}
+	step("periodic sync", periodicDiff(), true, false)
+	step("change, interval not passed", changedDiff(false, names[0]), false, false)
+	clk.SetTime(clk.Now().Add(time.Minute))
+	step("change, interval passed", changedDiff(false, names[0]), true, false)
+	step("change right after a verification", changedDiff(false, names[1]), false, false)
+
+	fake.listErr = errors.New("Another app is currently holding the xtables lock")
+	if err := fake.FlushChain(runner.IPv4, "nat", chainServices); err != nil {
+		t.Fatal(err)
+	}
+	step("periodic sync, listing fails", periodicDiff(), true, false)
+	fake.listErr = nil
+	step("periodic sync, listing works again", periodicDiff(), true, true)
+	assertMatchesReference(t, fake.Fake, nil, st)
+
+	off := newTestBackend(t, fake.Fake, func(c *Config) { c.VerifyInterval = -1 })
+	off.runner = fake
+	mustSync(t, off, st, fullDiff())
+	fake.lists = 0
+	mustSync(t, off, st, periodicDiff())
+	if fake.lists != 0 {
+		t.Errorf("verification disabled but %d chains listed", fake.lists)
+	}
+}
+
+// TestVerifyListsOnlyTopLevelChains: the number of chains listed does not
+// grow with the number of services (the per-service chains are never
+// listed), so verification stays cheap on big tables.
+func TestVerifyListsOnlyTopLevelChains(t *testing.T) {
+	counts := map[int]int{}
+	for _, n := range []int{10, 300} {
+		fake := &listingFake{Fake: iptablestest.NewFake()}
+		b := newTestBackend(t, fake.Fake, nil)
+		b.runner = fake
+		st := bigState(n, 3)
+		mustSync(t, b, st, fullDiff())
+		fake.lists = 0
+		mustSync(t, b, st, periodicDiff())
+		counts[n] = fake.lists
+	}
+	if counts[10] != counts[300] || counts[10] > 20 {
+		t.Errorf("chains listed per verification: %v; want the same small number for 10 and 300 services", counts)
+	}
+	t.Logf("chains listed per verification: %d", counts[10])
+}

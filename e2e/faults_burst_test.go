@@ -1,0 +1,214 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// burstWorkers create and delete objects in parallel, as a controller
+// storm would.
+const burstWorkers = 16
+
+// testServiceBurst creates SWITCHYARD_FAULT_SERVICES (default 2000)
+// Services, each with a one-endpoint EndpointSlice, in a burst, deletes
+// them all, and does it again. Once the deletions are applied the daemon's
+// goroutines and pending-change gauges are back where they started, and
+// the second burst leaves no more memory behind than the first (no leak).
+// RSS (VmRSS) is reported against the start: Go keeps a high-water mark
+// (maps never shrink, freed spans are returned to the OS gradually), so
+// it is compared with the 20% target, not asserted.
+func testServiceBurst(t *testing.T) {
+	n := envInt(t, servicesEnv, 2000)
+	m := startMode(t, "iptables", 1)
+	pod := m.Topo.Pods[0]
+	base := m.EchoService(t, "base", pod)
+	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(base.Spec.ClusterIP, 80), []string{pod.Name}, true)
+	time.Sleep(5 * time.Second)
+	start := daemonFigures(t, m)
+	t.Logf("start: %s", start)
+	cs := burstClient(t)
+	var after [2]figures
+	for round := range after {
+		burst(t, cs, m, n, start.rules)
+		time.Sleep(burstSettle)
+		after[round] = daemonFigures(t, m)
+		t.Logf("%s after the deletions of burst %d: %s", burstSettle, round+1, after[round])
+		if after[round].pending != 0 || after[round].goroutines > start.goroutines+2 {
+			t.Errorf("burst %d: pending changes or goroutines did not return: start %s, now %s", round+1, start, after[round])
+		}
+	}
+	if grew := float64(after[1].rss) - float64(after[0].rss); grew > 0.2*float64(after[0].rss) {
+		t.Errorf("RSS grew by %.1f MiB from the first burst to the second: a leak?", mib(grew))
+	}
+	end := settle(t, m, start)
+	verdict := "within"
+	if float64(end.rss) > 1.2*float64(start.rss) {
+		verdict = "ABOVE"
+	}
+	t.Logf("end, up to %v later: %s; RSS %+.0f%% of the start (%s the 20%% target), heap %+.1f MiB",
+		settleFor, end, pct(float64(end.rss), float64(start.rss)), verdict, mib(end.heap-start.heap))
+}
+
+// burstSettle is how long after the deletions the figures of a burst are
+// taken: both bursts are measured alike.
+const burstSettle = 20 * time.Second
+
+// burst creates n services with slices, waits until they are programmed,
+// deletes them and waits until KUBE-SERVICES is back to baseRules.
+func burst(t *testing.T, cs kubernetes.Interface, m *modeEnv, n, baseRules int) {
+	t.Helper()
+	t0 := time.Now()
+	parallel(t, n, func(i int) error { return createBurstService(t.Context(), cs, m, i) })
+	created := time.Since(t0)
+	waitRules(t, m, baseRules+n)
+	peak := daemonFigures(t, m)
+	t.Logf("%d services + slices created in %s, programmed %s after the first create: %s", n, secs(created), secs(time.Since(t0)), peak)
+	t1 := time.Now()
+	parallel(t, n, func(i int) error { return deleteBurstService(t.Context(), cs, m, i) })
+	deleted := time.Since(t1)
+	waitRules(t, m, baseRules)
+	t.Logf("deleted in %s, applied %s after the first delete", secs(deleted), secs(time.Since(t1)))
+}
+
+// settleFor bounds the final wait for memory to return: Go forces a GC
+// every 2 minutes and its scavenger returns freed pages to the OS
+// gradually after that.
+const settleFor = 150 * time.Second
+
+// settle polls the figures until RSS is back within 20% of start or
+// settleFor passed.
+func settle(t *testing.T, m *modeEnv, start figures) figures {
+	t.Helper()
+	deadline := time.Now().Add(settleFor)
+	for {
+		f := daemonFigures(t, m)
+		if float64(f.rss) <= 1.2*float64(start.rss) || time.Now().After(deadline) {
+			return f
+		}
+		time.Sleep(10 * time.Second)
+	}
+}
+
+func pct(v, base float64) float64 { return 100 * (v/base - 1) }
+
+type figures struct {
+	rss        int64
+	heap       float64 // go_memstats_alloc_bytes: live heap once a GC ran
+	released   float64 // go_memstats_heap_released_bytes: returned to the OS
+	goroutines float64
+	pending    float64
+	rules      int
+}
+
+func (f figures) String() string {
+	return fmt.Sprintf("RSS %.1f MiB (heap allocated %.1f MiB, released to the OS %.1f MiB), %v goroutines, %v pending changes, %d KUBE-SERVICES rules",
+		mib(float64(f.rss)), mib(f.heap), mib(f.released), f.goroutines, f.pending, f.rules)
+}
+
+func mib(b float64) float64 { return b / (1 << 20) }
+
+func daemonFigures(t *testing.T, m *modeEnv) figures {
+	t.Helper()
+	rss, err := framework.RSSBytes(m.daemon.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := figures{rss: rss, goroutines: metric(t, m.daemon, "go_goroutines"),
+		heap: metric(t, m.daemon, "go_memstats_alloc_bytes"), released: metric(t, m.daemon, "go_memstats_heap_released_bytes")}
+	f.pending = metric(t, m.daemon, "kubeproxy_sync_proxy_rules_service_changes_pending") +
+		metric(t, m.daemon, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
+	f.rules = len(chainRules(t.Context(), m.Env, "iptables", "nat", "KUBE-SERVICES"))
+	return f
+}
+
+// burstClient is an admin client without client-side rate limiting.
+func burstClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg := *suite.Cluster.Config
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func burstName(i int) string { return fmt.Sprintf("burst-%05d", i) }
+
+func createBurstService(ctx context.Context, cs kubernetes.Interface, m *modeEnv, i int) error {
+	svc := framework.NewService(m.Namespace, burstName(i), framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc, err := cs.CoreV1().Services(m.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	s := framework.NewEndpointSlice(svc, "1", echoPorts()[:1], framework.PodEndpoints(m.Topo.NodeName, m.Topo.Pods[0])...)
+	_, err = cs.DiscoveryV1().EndpointSlices(m.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	return err
+}
+
+func deleteBurstService(ctx context.Context, cs kubernetes.Interface, m *modeEnv, i int) error {
+	if err := cs.DiscoveryV1().EndpointSlices(m.Namespace).Delete(ctx, burstName(i)+"-1", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	return cs.CoreV1().Services(m.Namespace).Delete(ctx, burstName(i), metav1.DeleteOptions{})
+}
+
+// parallel runs fn(0..n-1) on burstWorkers goroutines; the first error
+// fails the test.
+func parallel(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	next := make(chan int)
+	errs := make(chan error, burstWorkers)
+	var wg sync.WaitGroup
+	for range burstWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+func waitRules(t *testing.T, m *modeEnv, want int) {
+	t.Helper()
+	var got int
+	err := framework.WaitFor(5*time.Minute, func() (bool, error) {
+		got = len(chainRules(t.Context(), m.Env, "iptables", "nat", "KUBE-SERVICES"))
+		return got == want, nil
+	})
+	if err != nil {
+		t.Fatalf("KUBE-SERVICES has %d rules, want %d: %v", got, want, err)
+	}
+}

@@ -1,0 +1,105 @@
+package framework
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Kill sends SIGKILL (no chance to clean up: a crash) and waits for the
+// exit. Killing an exited process is a no-op.
+func (p *Process) Kill() error {
+	if exited, _ := p.Exited(); exited {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("SIGKILL %s (pid %d): %w", p.Name, p.PID(), err)
+	}
+	<-p.done
+	return nil
+}
+
+// RSSBytes is the resident set size of a process (VmRSS of
+// /proc/PID/status).
+func RSSBytes(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			fields := strings.Fields(v) // "12345 kB"
+			kb, err := strconv.ParseInt(fields[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// MetricValue scrapes the daemon and returns the value of the sample of
+// name whose labels include want (the sum over matching samples).
+func (d *Daemon) MetricValue(ctx context.Context, name string, want map[string]string) (float64, error) {
+	text, err := d.Metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return ParseMetric(text, name, want)
+}
+
+// ParseMetric finds a sample in Prometheus text exposition format.
+func ParseMetric(text, name string, want map[string]string) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, fmt.Errorf("parse metrics: %w", err)
+	}
+	fam, ok := families[name]
+	if !ok {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	var sum float64
+	found := false
+	for _, m := range fam.GetMetric() {
+		labels := model.LabelSet{}
+		for _, lp := range m.GetLabel() {
+			labels[model.LabelName(lp.GetName())] = model.LabelValue(lp.GetValue())
+		}
+		if !matches(labels, want) {
+			continue
+		}
+		found = true
+		switch {
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		case m.GetUntyped() != nil:
+			sum += m.GetUntyped().GetValue()
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no sample of %s with labels %v", name, want)
+	}
+	return sum, nil
+}
+
+func matches(labels model.LabelSet, want map[string]string) bool {
+	for k, v := range want {
+		if string(labels[model.LabelName(k)]) != v {
+			return false
+		}
+	}
+	return true
+}
