@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
@@ -115,34 +116,11 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		localhostNodePorts: c.LocalhostNodePorts && family == v1.IPv4Protocol,
 	}
 	for _, p := range c.ClusterCIDRs {
-		if p.IsValid() && familyOfPrefix(p) == family {
+		if p.IsValid() && proxier.FamilyOfPrefix(p) == family {
 			fc.clusterCIDR = p.Masked()
 			break
 		}
 	}
-	fc.nodePortAddresses = nodePortPrefixes(c.NodePortAddresses, family)
+	fc.nodePortAddresses = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
 	return fc
-}
-
-// nodePortPrefixes keeps the prefixes of one family; nil means "every local
-// address" (no prefix of the family, or a zero-length one).
-func nodePortPrefixes(all []netip.Prefix, family v1.IPFamily) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range all {
-		if !p.IsValid() || familyOfPrefix(p) != family {
-			continue
-		}
-		if p.Bits() == 0 {
-			return nil
-		}
-		out = append(out, p.Masked())
-	}
-	return out
-}
-
-func familyOfPrefix(p netip.Prefix) v1.IPFamily {
-	if p.Addr().Is4() {
-		return v1.IPv4Protocol
-	}
-	return v1.IPv6Protocol
 }

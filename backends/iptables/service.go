@@ -81,7 +81,7 @@ func (r *serviceRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) 
 		sp: sp, name: sp.Name.String(), proto: proto, clusterIP: cip.Unmap(),
 		externalIPs:  familyAddrs(sp.ExternalIPs, r.fc.family),
 		lbIPs:        familyAddrs(sp.LoadBalancerIPs, r.fc.family),
-		sourceRanges: sourceRanges(sp.LoadBalancerSourceRanges, r.fc.family),
+		sourceRanges: proxier.PrefixesOfFamily(sp.LoadBalancerSourceRanges, r.fc.family),
 		chains:       chainsFor(sp.Name),
 		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
 	}
@@ -178,22 +178,6 @@ func familyAddrs(addrs []netip.Addr, family v1.IPFamily) []netip.Addr {
 		if a.IsValid() && proxier.FamilyOf(a) == family {
 			out = append(out, a.Unmap())
 		}
-	}
-	return out
-}
-
-// sourceRanges keeps the family's prefixes; a zero-length one means "allow
-// all", like no ranges at all (as kube-proxy).
-func sourceRanges(ranges []netip.Prefix, family v1.IPFamily) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range ranges {
-		if !p.IsValid() || familyOfPrefix(p) != family {
-			continue
-		}
-		if p.Bits() == 0 {
-			return nil
-		}
-		out = append(out, p.Masked())
 	}
 	return out
 }

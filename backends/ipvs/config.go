@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // DummyInterface is the interface every service address is bound to, so
@@ -145,7 +147,7 @@ func (c *Config) gracefulTimeout() time.Duration {
 // clusterCIDR is the first pod CIDR of the family (invalid when none).
 func (c *Config) clusterCIDR(f v1.IPFamily) netip.Prefix {
 	for _, p := range c.ClusterCIDRs {
-		if p.IsValid() && familyOfPrefix(p) == f {
+		if p.IsValid() && proxier.FamilyOfPrefix(p) == f {
 			return p.Masked()
 		}
 	}
@@ -155,22 +157,5 @@ func (c *Config) clusterCIDR(f v1.IPFamily) netip.Prefix {
 // nodePortPrefixes keeps the NodePortAddresses of one family; nil means
 // every node address of the family.
 func (c *Config) nodePortPrefixes(f v1.IPFamily) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range c.NodePortAddresses {
-		if !p.IsValid() || familyOfPrefix(p) != f {
-			continue
-		}
-		if p.Bits() == 0 {
-			return nil
-		}
-		out = append(out, p.Masked())
-	}
-	return out
-}
-
-func familyOfPrefix(p netip.Prefix) v1.IPFamily {
-	if p.Addr().Is4() {
-		return v1.IPv4Protocol
-	}
-	return v1.IPv6Protocol
+	return proxier.PrefixesOfFamily(c.NodePortAddresses, f)
 }

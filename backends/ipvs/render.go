@@ -183,7 +183,7 @@ func renderSets(rc *renderContext, r *portRender, sp *proxier.ServicePort) {
 func renderSourceRanges(f v1.IPFamily, sp *proxier.ServicePort, lb ipset.Entry, put func(setKind, ipset.Entry)) {
 	var ranges []netip.Prefix
 	for _, p := range sp.LoadBalancerSourceRanges {
-		if p.IsValid() && familyOfPrefix(p) == f {
+		if p.IsValid() && proxier.FamilyOfPrefix(p) == f {
 			ranges = append(ranges, p.Masked())
 		}
 	}
