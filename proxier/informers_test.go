@@ -134,8 +134,11 @@ func checkHiddenObjects(t *testing.T, h *proxierHarness, i int) int {
 	h.create(makeService("bad", withClusterIPs("10.96.0.300")))
 	h.create(makeService("sentinel", withClusterIPs("10.96.0.30")))
 	h.create(makeSlice("sentinel", "sentinel-1", []sliceEP{ep("10.0.0.30")}))
-	i, _ = h.backend.waitFor(t, i, "sentinel endpoints", func(s recordedSync) bool {
-		return hasEndpoints(s.st, httpPort("sentinel"), "10.0.0.30:8080")
+	// Wait for the sentinel Service itself, not only its slice: slices
+	// come through another informer, and only the Service informer's order
+	// guarantees that "bad" (created before the sentinel) was handled.
+	i, _ = h.backend.waitFor(t, i, "sentinel service and endpoints", func(s recordedSync) bool {
+		return hasService(s.st, httpPort("sentinel")) && hasEndpoints(s.st, httpPort("sentinel"), "10.0.0.30:8080")
 	})
 	for _, s := range h.backend.all() {
 		for _, n := range []string{"other-proxy", "other2", "headless", "bad"} {
