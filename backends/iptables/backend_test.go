@@ -281,6 +281,9 @@ func TestChainDeletedBehindOurBack(t *testing.T) {
 	if got := metricValue(reg.IPTablesPartialRestoreFailuresTotal); got != 1 {
 		t.Errorf("partial restore failures = %v, want 1", got)
 	}
+	if got := metricValue(reg.IPTablesRestoreFailuresTotal); got != 1 {
+		t.Errorf("restore failures = %v, want 1", got)
+	}
 	if res := mustSync(t, b, st, changedDiff(false, names[1])); !res.Full {
 		t.Errorf("sync after a failure was partial")
 	}
