@@ -1,16 +1,10 @@
 package conntrack
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,67 +12,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
-
-// requireKernel skips unless kernel tests are enabled and we are root.
-// Kernel tests change conntrack and iptables state only inside network
-// namespaces they create and delete.
-func requireKernel(tb testing.TB) {
-	tb.Helper()
-	if os.Getenv("SWITCHYARD_KERNEL_TESTS") != "1" || os.Geteuid() != 0 {
-		tb.Skip("kernel test: needs root and SWITCHYARD_KERNEL_TESTS=1")
-	}
-}
-
-// run runs a command and fails the test with its output on error.
-func run(tb testing.TB, args ...string) {
-	tb.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		tb.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// newNetns creates a network namespace with loopback up, deleted when the
-// test ends (also on failure).
-func newNetns(tb testing.TB, role string) string {
-	tb.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	name := "syct-" + role + "-" + hex.EncodeToString(b)
-	run(tb, "ip", "netns", "add", name)
-	tb.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			tb.Errorf("delete netns %s: %v\n%s", name, err, out)
-		}
-	})
-	run(tb, "ip", "-n", name, "link", "set", "lo", "up")
-	return name
-}
-
-// inNetns runs fn on a fresh OS thread switched into the named namespace.
-// The thread is never unlocked, so the runtime destroys it afterwards and
-// no other goroutine ever runs in that namespace. Sockets fn opens stay in
-// the namespace.
-func inNetns(name string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			done <- fmt.Errorf("open netns %s: %w", name, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- fmt.Errorf("enter netns %s: %w", name, err)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
-}
 
 // netlinkTableIn opens the conntrack table of the named namespace.
 func netlinkTableIn(tb testing.TB, name string) *NetlinkTable {
@@ -105,7 +41,7 @@ type udpServer struct {
 func startServer(tb testing.TB, ns, name string, at netip.AddrPort) *udpServer {
 	tb.Helper()
 	s := &udpServer{}
-	err := inNetns(ns, func() (err error) {
+	err := kerneltest.InNetns(ns, func() (err error) {
 		s.conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(at))
 		return err
 	})
@@ -139,7 +75,7 @@ type udpClient struct {
 func startClient(tb testing.TB, ns string, port uint16, to netip.AddrPort) *udpClient {
 	tb.Helper()
 	c := &udpClient{replies: make(chan string, 4096), stop: make(chan struct{})}
-	err := inNetns(ns, func() (err error) {
+	err := kerneltest.InNetns(ns, func() (err error) {
 		c.conn, err = net.ListenUDP("udp", &net.UDPAddr{Port: int(port)})
 		return err
 	})

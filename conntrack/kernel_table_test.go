@@ -11,12 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // createEntries inserts entries into a real table through ctnetlink.
 func createEntries(tb testing.TB, ns string, entries []cttest.Entry) {
 	tb.Helper()
-	err := inNetns(ns, func() error {
+	err := kerneltest.InNetns(ns, func() error {
 		h, err := netlink.NewHandle()
 		if err != nil {
 			return err
@@ -78,8 +79,8 @@ func describe(f *netlink.ConntrackFlow) string {
 // and against the fake, and requires the same survivors: the fake models
 // the kernel and netlink as the reconciler sees them.
 func TestKernelTableMatchesFake(t *testing.T) {
-	requireKernel(t)
-	ns := newNetns(t, "tbl")
+	kerneltest.Require(t)
+	ns := kerneltest.NewNetns(t, "syct-"+"tbl")
 	sp := dualStackService()
 	sctp := sctpService()
 	st := state(sp, eps(ready(epB), ready(epB6)), sctp, eps(ready(addrPort("10.244.2.10:9999"))))
@@ -147,7 +148,7 @@ func kernelFlowAsParsed(e cttest.Entry) *netlink.ConntrackFlow {
 // entries, some of them stale, in a fresh namespace. Run with
 // SWITCHYARD_KERNEL_TESTS=1 go test -run X -bench KernelReconcile.
 func BenchmarkKernelReconcile(b *testing.B) {
-	requireKernel(b)
+	kerneltest.Require(b)
 	for _, size := range []struct{ entries, stale int }{{20000, 0}, {20000, 1000}, {100000, 0}, {100000, 1000}} {
 		b.Run(fmt.Sprintf("entries=%d/stale=%d", size.entries, size.stale), func(b *testing.B) {
 			benchReconcile(b, size.entries, size.stale)
@@ -156,7 +157,7 @@ func BenchmarkKernelReconcile(b *testing.B) {
 }
 
 func benchReconcile(b *testing.B, entries, stale int) {
-	ns := newNetns(b, "bench")
+	ns := kerneltest.NewNetns(b, "syct-"+"bench")
 	createEntries(b, ns, benchFlows(0, entries-stale, kEpB))
 	tbl := netlinkTableIn(b, ns)
 	r := New(tbl, Config{}, nil)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -29,14 +30,14 @@ type kernelNet struct {
 
 func setupKernelNet(t *testing.T) *kernelNet {
 	t.Helper()
-	requireKernel(t)
-	n := &kernelNet{node: newNetns(t, "node"), podA: newNetns(t, "a"), podB: newNetns(t, "b")}
-	run(t, "ip", "-n", n.node, "link", "add", "br0", "type", "bridge")
-	run(t, "ip", "-n", n.node, "addr", "add", kNode.String()+"/24", "dev", "br0")
-	run(t, "ip", "-n", n.node, "link", "set", "br0", "up")
+	kerneltest.Require(t)
+	n := &kernelNet{node: kerneltest.NewNetns(t, "syct-"+"node"), podA: kerneltest.NewNetns(t, "syct-"+"a"), podB: kerneltest.NewNetns(t, "syct-"+"b")}
+	kerneltest.Run(t, "ip", "-n", n.node, "link", "add", "br0", "type", "bridge")
+	kerneltest.Run(t, "ip", "-n", n.node, "addr", "add", kNode.String()+"/24", "dev", "br0")
+	kerneltest.Run(t, "ip", "-n", n.node, "link", "set", "br0", "up")
 	// Service addresses are routed out of the bridge, as to a default
 	// gateway: unNATed packets leave the node (and go nowhere).
-	run(t, "ip", "-n", n.node, "route", "add", "10.96.0.0/16", "dev", "br0")
+	kerneltest.Run(t, "ip", "-n", n.node, "route", "add", "10.96.0.0/16", "dev", "br0")
 	n.addPod(t, n.podA, "va", kEpA.Addr())
 	n.addPod(t, n.podB, "vb", kEpB.Addr())
 	// kube-proxy-like base rules: a service chain called from OUTPUT, and
@@ -53,17 +54,17 @@ func setupKernelNet(t *testing.T) *kernelNet {
 
 func (n *kernelNet) addPod(t *testing.T, pod, veth string, ip netip.Addr) {
 	t.Helper()
-	run(t, "ip", "-n", n.node, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod)
-	run(t, "ip", "-n", n.node, "link", "set", veth, "master", "br0", "up")
-	run(t, "ip", "-n", pod, "addr", "add", ip.String()+"/24", "dev", "eth0")
-	run(t, "ip", "-n", pod, "link", "set", "eth0", "up")
-	run(t, "ip", "-n", pod, "route", "add", "default", "via", kNode.String())
+	kerneltest.Run(t, "ip", "-n", n.node, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod)
+	kerneltest.Run(t, "ip", "-n", n.node, "link", "set", veth, "master", "br0", "up")
+	kerneltest.Run(t, "ip", "-n", pod, "addr", "add", ip.String()+"/24", "dev", "eth0")
+	kerneltest.Run(t, "ip", "-n", pod, "link", "set", "eth0", "up")
+	kerneltest.Run(t, "ip", "-n", pod, "route", "add", "default", "via", kNode.String())
 }
 
 // ipt runs iptables (iptables-nft on this machine) in the node namespace.
 func (n *kernelNet) ipt(t *testing.T, args ...string) {
 	t.Helper()
-	run(t, append([]string{"ip", "netns", "exec", n.node, "iptables", "-w"}, args...)...)
+	kerneltest.Run(t, append([]string{"ip", "netns", "exec", n.node, "iptables", "-w"}, args...)...)
 }
 
 // dnatTo is the service rule sending all traffic to one endpoint.

@@ -1,92 +1,26 @@
 package iptables
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // Helpers of the kernel tests: real iptables in network namespaces each
 // test creates (named "syipt-<role>-<random>") and deletes when it ends,
 // failed or not. Nothing here touches the host namespace.
 
-// requireKernel skips the test unless it runs as root with
-// SWITCHYARD_KERNEL_TESTS=1.
-func requireKernel(t *testing.T) {
-	t.Helper()
-	if os.Getuid() != 0 || os.Getenv("SWITCHYARD_KERNEL_TESTS") != "1" {
-		t.Skip("kernel test: needs root and SWITCHYARD_KERNEL_TESTS=1")
-	}
-}
-
 // kernelModes are the iptables backends every kernel test runs against.
 func kernelModes() []string { return []string{runner.ModeNFT, runner.ModeLegacy} }
-
-// newTestNetns creates a network namespace deleted when the test ends.
-func newTestNetns(t *testing.T, role string) string {
-	t.Helper()
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	name := "syipt-" + role + "-" + hex.EncodeToString(b[:])
-	mustRun(t, "ip", "netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name
-}
-
-// mustRun runs a command and fails the test if it fails.
-func mustRun(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // nsRun runs a command inside a namespace.
 func nsRun(t testing.TB, ns string, args ...string) string {
 	t.Helper()
-	return mustRun(t, append([]string{"ip", "netns", "exec", ns}, args...)...)
-}
-
-// inNetns runs fn on a fresh OS thread switched into ns. The thread is
-// never unlocked, so the runtime destroys it when fn returns and no other
-// goroutine ever runs in ns. Sockets fn creates stay in ns and may be used
-// from any goroutine afterwards.
-func inNetns(ns string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			done <- fmt.Errorf("open netns %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- fmt.Errorf("enter netns %s: %w", ns, err)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
+	return kerneltest.Run(t, append([]string{"ip", "netns", "exec", ns}, args...)...)
 }
 
 // iptablesBin names a mode's binary of a family: "iptables-nft",

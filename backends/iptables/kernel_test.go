@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -23,7 +24,7 @@ import (
 // State leaves, and Cleanup removes every KUBE-* chain but leaves another
 // program's chain alone.
 func TestKernelSyncPayloads(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	for _, mode := range kernelModes() {
 		t.Run(mode, func(t *testing.T) {
 			for _, tc := range goldenCases() {
@@ -83,7 +84,7 @@ func kernelPayloadCase(t *testing.T, mode string, tc goldenCase) {
 // newRulesNetns creates a namespace holding another program's rules in
 // every family of cfg.
 func newRulesNetns(t *testing.T, mode string, cfg *Config) string {
-	ns := newTestNetns(t, "rules")
+	ns := kerneltest.NewNetns(t, "syipt-"+"rules")
 	for _, fam := range cfg.families() {
 		addForeignRules(t, ns, mode, runnerFamily(fam))
 	}

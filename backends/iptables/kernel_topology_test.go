@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // A small cluster in network namespaces, for the kernel traffic test:
@@ -41,7 +43,7 @@ type testTopology struct {
 // newTopology builds the namespaces, links and routes, and starts an echo
 // server in every pod. Everything is removed when the test ends.
 func newTopology(t *testing.T, pods int) *testTopology {
-	tp := &testTopology{node: newTestNetns(t, "node"), client: newTestNetns(t, "client")}
+	tp := &testTopology{node: kerneltest.NewNetns(t, "syipt-"+"node"), client: kerneltest.NewNetns(t, "syipt-"+"client")}
 	n, c := tp.node, tp.client
 	for _, cmd := range [][]string{
 		{"ip", "-n", n, "link", "set", "lo", "up"},
@@ -60,7 +62,7 @@ func newTopology(t *testing.T, pods int) *testTopology {
 		// REJECT answers are ICMP errors. This namespace is ours.
 		{"ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv4.icmp_ratelimit=0"},
 	} {
-		mustRun(t, cmd...)
+		kerneltest.Run(t, cmd...)
 	}
 	for i := range pods {
 		tp.pods = append(tp.pods, tp.addPod(t, i))
@@ -69,7 +71,7 @@ func newTopology(t *testing.T, pods int) *testTopology {
 }
 
 func (tp *testTopology) addPod(t *testing.T, i int) testPod {
-	p := testPod{name: fmt.Sprintf("pod-%d", i), ns: newTestNetns(t, "pod"), ip: fmt.Sprintf("10.244.0.%d", 11+i)}
+	p := testPod{name: fmt.Sprintf("pod-%d", i), ns: kerneltest.NewNetns(t, "syipt-"+"pod"), ip: fmt.Sprintf("10.244.0.%d", 11+i)}
 	hostSide := fmt.Sprintf("veth-pod%d", i)
 	for _, cmd := range [][]string{
 		{"ip", "-n", tp.node, "link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", p.ns},
@@ -79,7 +81,7 @@ func (tp *testTopology) addPod(t *testing.T, i int) testPod {
 		{"ip", "-n", p.ns, "link", "set", "eth0", "up"},
 		{"ip", "-n", p.ns, "route", "add", "default", "via", topoBridgeIP},
 	} {
-		mustRun(t, cmd...)
+		kerneltest.Run(t, cmd...)
 	}
 	startEchoServer(t, p)
 	return p
@@ -91,7 +93,7 @@ func (tp *testTopology) addPod(t *testing.T, i int) testPod {
 func startEchoServer(t *testing.T, p testPod) {
 	var ln net.Listener
 	var pc net.PacketConn
-	err := inNetns(p.ns, func() error {
+	err := kerneltest.InNetns(p.ns, func() error {
 		var err error
 		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", echoPort)); err != nil {
 			return err
@@ -157,7 +159,7 @@ func ask(network, addr string) (string, error) {
 // replies.
 func (tp *testTopology) fromClient(network, addr string, n int) ([]string, error) {
 	var out []string
-	err := inNetns(tp.client, func() error {
+	err := kerneltest.InNetns(tp.client, func() error {
 		for range n {
 			reply, err := ask(network, addr)
 			if err != nil {
@@ -173,7 +175,7 @@ func (tp *testTopology) fromClient(network, addr string, n int) ([]string, error
 // connectFromClient dials TCP addr from the client namespace and returns
 // the error (nil if it connected).
 func (tp *testTopology) connectFromClient(ctx context.Context, addr string) error {
-	return inNetns(tp.client, func() error {
+	return kerneltest.InNetns(tp.client, func() error {
 		d := net.Dialer{Timeout: ioTimeout}
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {

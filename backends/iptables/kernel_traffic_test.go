@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -16,7 +17,7 @@ import (
 // backend and sends real TCP and UDP traffic from a "client" namespace to
 // echo servers in three "pod" namespaces, for both iptables backends.
 func TestKernelTraffic(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	for _, mode := range kernelModes() {
 		t.Run(mode, func(t *testing.T) {
 			tp := newTopology(t, 3)

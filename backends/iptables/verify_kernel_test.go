@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // verifyServicesEnv sets how many services TestVerifyKernel programs
@@ -20,7 +21,7 @@ const verifyServicesEnv = "SWITCHYARD_VERIFY_SERVICES"
 // KUBE-SERVICES` or `iptables -t nat -F`, the next periodic sync is full and
 // restores every rule.
 func TestVerifyKernel(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv(verifyServicesEnv)); err == nil && v > 0 {
 		n = v
@@ -31,7 +32,7 @@ func TestVerifyKernel(t *testing.T) {
 	t.Setenv("XTABLES_LOCKFILE", filepath.Join(t.TempDir(), "xtables.lock"))
 	for _, mode := range kernelModes() {
 		t.Run(mode, func(t *testing.T) {
-			ns := newTestNetns(t, "verify")
+			ns := kerneltest.NewNetns(t, "syipt-"+"verify")
 			b := newKernelBackend(t, *testConfig(), mode, ns)
 			st := bigState(n, 10)
 			start := time.Now()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // The kernel tests run only inside the test VM (hack/vm/vmtest.sh sets
@@ -28,28 +29,6 @@ func requireVM(t testing.TB) {
 	if os.Getenv("IPVS_VM") != "1" {
 		t.Skip("kernel test: runs in the IPVS test VM (hack/vm/test-ipvs.sh)")
 	}
-}
-
-// inNetns runs fn on a fresh OS thread inside the named namespace; the
-// thread is thrown away afterwards (never unlocked), so no other
-// goroutine ever runs in it. Sockets fn opens stay in the namespace.
-func inNetns(name string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- err
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
 }
 
 // newNamedNetns creates /run/netns/NAME with lo up; it is deleted when
@@ -150,7 +129,7 @@ func link(t testing.TB, outer, inner, name, outerAddr, innerAddr string) {
 func podServer(t testing.TB, ns, name, addr string) {
 	t.Helper()
 	var ln net.Listener
-	err := inNetns(ns, func() error {
+	err := kerneltest.InNetns(ns, func() error {
 		var err error
 		ln, err = net.Listen("tcp", addr)
 		return err
@@ -191,7 +170,7 @@ type conn struct {
 // (TCG is slow); it is not a timing assertion.
 func dial(ns string, src netip.Addr, dst string) (*conn, error) {
 	var c net.Conn
-	err := inNetns(ns, func() error {
+	err := kerneltest.InNetns(ns, func() error {
 		d := net.Dialer{Timeout: 10 * time.Second}
 		if src.IsValid() {
 			d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}

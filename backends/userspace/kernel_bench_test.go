@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // The kernel benchmarks compare, in one run and on the same veth
@@ -109,7 +110,7 @@ func serveSink(ln *net.TCPListener) {
 }
 
 func BenchmarkKernelTCPBulk(b *testing.B) {
-	requireKernelTests(b)
+	kerneltest.Require(b)
 	tp := newBenchTopology(b)
 	for _, tc := range benchTargets() {
 		b.Run(tc.name, func(b *testing.B) {
@@ -143,7 +144,7 @@ func benchBulk(b *testing.B, s Sockets, addr netip.AddrPort) {
 }
 
 func BenchmarkKernelTCPConnect(b *testing.B) {
-	requireKernelTests(b)
+	kerneltest.Require(b)
 	tp := newBenchTopology(b)
 	for _, tc := range benchTargets() {
 		b.Run(tc.name, func(b *testing.B) {
@@ -163,7 +164,7 @@ func BenchmarkKernelTCPConnect(b *testing.B) {
 // loopback listener through NetnsSockets in a test namespace, and through
 // HostSockets in the process's own namespace.
 func BenchmarkNetnsDial(b *testing.B) {
-	requireKernelTests(b)
+	kerneltest.Require(b)
 	tp := newTopology(b, 0)
 	for _, tc := range []struct {
 		name string

@@ -6,9 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,17 +14,8 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
-
-// Kernel tests run the backend against real iptables and real sockets
-// inside network namespaces they create and delete; nothing touches the
-// host namespace. They need root and SWITCHYARD_KERNEL_TESTS=1.
-func requireKernelTests(tb testing.TB) {
-	tb.Helper()
-	if os.Getuid() != 0 || os.Getenv("SWITCHYARD_KERNEL_TESTS") != "1" {
-		tb.Skip("kernel test: needs root and SWITCHYARD_KERNEL_TESTS=1")
-	}
-}
 
 // The topology: a client namespace and pod namespaces around a node
 // namespace that runs the backend.
@@ -61,27 +49,6 @@ type topology struct {
 	podServers   []*tcpServer
 }
 
-func run(tb testing.TB, args ...string) {
-	tb.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		tb.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// addNetns creates a namespace (loopback up) deleted when the test ends.
-func addNetns(tb testing.TB, tag string) string {
-	tb.Helper()
-	name := fmt.Sprintf("sy-us%d-%s", os.Getpid(), tag)
-	run(tb, "ip", "netns", "add", name)
-	tb.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			tb.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	run(tb, "ip", "-n", name, "link", "set", "lo", "up")
-	return name
-}
-
 func netnsSockets(tb testing.TB, name string) *NetnsSockets {
 	tb.Helper()
 	s, err := NewNetnsSockets(name)
@@ -95,35 +62,35 @@ func netnsSockets(tb testing.TB, name string) *NetnsSockets {
 // newTopology builds the namespaces, links and routes for pods pods.
 func newTopology(tb testing.TB, pods int) *topology {
 	tb.Helper()
-	tp := &topology{node: addNetns(tb, "node"), client: addNetns(tb, "client")}
+	tp := &topology{node: kerneltest.NewNetns(tb, "sy-us-"+"node"), client: kerneltest.NewNetns(tb, "sy-us-"+"client")}
 	n, c := tp.node, tp.client
 	// Forwarded cluster-IP traffic leaves by the interface it came in on;
 	// ICMP redirects would then use up the per-host ICMP budget that the
 	// REJECT's port-unreachable needs (they share it).
-	run(tb, "ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.conf.all.send_redirects=0",
+	kerneltest.Run(tb, "ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.conf.all.send_redirects=0",
 		"net.ipv4.conf.default.send_redirects=0")
 	// Many short connections (the benchmarks) must not run out of
 	// ephemeral ports to TIME_WAIT, on the client nor on the proxy.
 	for _, ns := range []string{n, c} {
-		run(tb, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1",
+		kerneltest.Run(tb, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1",
 			"net.ipv4.ip_local_port_range=1024 65000")
 	}
-	run(tb, "ip", "-n", n, "link", "add", "vc0", "type", "veth", "peer", "name", "vc1", "netns", c)
-	run(tb, "ip", "-n", n, "addr", "add", nsNodeIP+"/24", "dev", "vc0")
-	run(tb, "ip", "-n", n, "link", "set", "vc0", "up")
-	run(tb, "ip", "-n", c, "addr", "add", nsClientIP+"/24", "dev", "vc1")
-	run(tb, "ip", "-n", c, "link", "set", "vc1", "up")
-	run(tb, "ip", "-n", c, "route", "add", "10.96.0.0/16", "via", nsNodeIP)
-	run(tb, "ip", "-n", c, "route", "add", podCIDR, "via", nsNodeIP)
+	kerneltest.Run(tb, "ip", "-n", n, "link", "add", "vc0", "type", "veth", "peer", "name", "vc1", "netns", c)
+	kerneltest.Run(tb, "ip", "-n", n, "addr", "add", nsNodeIP+"/24", "dev", "vc0")
+	kerneltest.Run(tb, "ip", "-n", n, "link", "set", "vc0", "up")
+	kerneltest.Run(tb, "ip", "-n", c, "addr", "add", nsClientIP+"/24", "dev", "vc1")
+	kerneltest.Run(tb, "ip", "-n", c, "link", "set", "vc1", "up")
+	kerneltest.Run(tb, "ip", "-n", c, "route", "add", "10.96.0.0/16", "via", nsNodeIP)
+	kerneltest.Run(tb, "ip", "-n", c, "route", "add", podCIDR, "via", nsNodeIP)
 	// A node has a default route: node-originated traffic to a cluster IP
 	// needs one before nat OUTPUT rewrites it. Forwarding lets the filter
 	// chain refuse cluster IPs without endpoints (and the DNAT baseline of
 	// the benchmark work).
-	run(tb, "ip", "-n", n, "route", "add", "default", "via", nsClientIP)
-	run(tb, "ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-	run(tb, "ip", "-n", n, "link", "add", "br0", "type", "bridge")
-	run(tb, "ip", "-n", n, "addr", "add", bridgeIP+"/24", "dev", "br0")
-	run(tb, "ip", "-n", n, "link", "set", "br0", "up")
+	kerneltest.Run(tb, "ip", "-n", n, "route", "add", "default", "via", nsClientIP)
+	kerneltest.Run(tb, "ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	kerneltest.Run(tb, "ip", "-n", n, "link", "add", "br0", "type", "bridge")
+	kerneltest.Run(tb, "ip", "-n", n, "addr", "add", bridgeIP+"/24", "dev", "br0")
+	kerneltest.Run(tb, "ip", "-n", n, "link", "set", "br0", "up")
 	for i := range pods {
 		tp.addPod(tb, i)
 	}
@@ -132,13 +99,13 @@ func newTopology(tb testing.TB, pods int) *topology {
 }
 
 func (tp *topology) addPod(tb testing.TB, i int) {
-	p := addNetns(tb, fmt.Sprintf("pod%d", i))
+	p := kerneltest.NewNetns(tb, "sy-us-"+fmt.Sprintf("pod%d", i))
 	host, peer := fmt.Sprintf("vp%d0", i), fmt.Sprintf("vp%d1", i)
-	run(tb, "ip", "-n", tp.node, "link", "add", host, "type", "veth", "peer", "name", peer, "netns", p)
-	run(tb, "ip", "-n", tp.node, "link", "set", host, "master", "br0", "up")
-	run(tb, "ip", "-n", p, "addr", "add", podIP(i).String()+"/24", "dev", peer)
-	run(tb, "ip", "-n", p, "link", "set", peer, "up")
-	run(tb, "ip", "-n", p, "route", "add", "default", "via", bridgeIP)
+	kerneltest.Run(tb, "ip", "-n", tp.node, "link", "add", host, "type", "veth", "peer", "name", peer, "netns", p)
+	kerneltest.Run(tb, "ip", "-n", tp.node, "link", "set", host, "master", "br0", "up")
+	kerneltest.Run(tb, "ip", "-n", p, "addr", "add", podIP(i).String()+"/24", "dev", peer)
+	kerneltest.Run(tb, "ip", "-n", p, "link", "set", peer, "up")
+	kerneltest.Run(tb, "ip", "-n", p, "route", "add", "default", "via", bridgeIP)
 	tp.pods = append(tp.pods, p)
 	tp.podSockets = append(tp.podSockets, netnsSockets(tb, p))
 }

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -72,7 +73,7 @@ func (tp *topology) paths(clusterIP string, port, nodePort uint16) []path {
 }
 
 func TestKernelUserspace(t *testing.T) {
-	requireKernelTests(t)
+	kerneltest.Require(t)
 	for _, mode := range []string{runner.ModeNFT, runner.ModeLegacy} {
 		t.Run(mode, func(t *testing.T) { kernelUserspace(t, mode) })
 	}

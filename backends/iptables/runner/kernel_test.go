@@ -3,38 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
-
-// Kernel tests run real iptables inside a network namespace they create
-// and delete; they never touch the host namespace's rules. They need root
-// and SWITCHYARD_KERNEL_TESTS=1.
-func requireKernelTests(t *testing.T) {
-	t.Helper()
-	if os.Getuid() != 0 || os.Getenv("SWITCHYARD_KERNEL_TESTS") != "1" {
-		t.Skip("kernel test: needs root and SWITCHYARD_KERNEL_TESTS=1")
-	}
-}
-
-// newNetns creates a network namespace that is deleted when the test ends,
-// failed or not.
-func newNetns(t *testing.T, tag string) string {
-	t.Helper()
-	name := fmt.Sprintf("sy-runner-%d-%s", os.Getpid(), tag)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name
-}
 
 // nsSave dumps a table through `ip netns exec`, a path independent of the
 // runner's setns, to prove where the rules landed.
@@ -70,10 +44,10 @@ COMMIT
 `
 
 func TestKernelRunner(t *testing.T) {
-	requireKernelTests(t)
+	kerneltest.Require(t)
 	for _, mode := range []string{ModeNFT, ModeLegacy} {
 		t.Run(mode, func(t *testing.T) {
-			ns := newNetns(t, mode[:3])
+			ns := kerneltest.NewNetns(t, "sy-runner-"+mode[:3])
 			r, err := New(Options{Mode: mode, Netns: ns})
 			if err != nil {
 				t.Fatalf("New: %v", err)
@@ -196,10 +170,10 @@ func kernelIPv6(t *testing.T, r *Runner) {
 // TestKernelDetectsModeFromRules checks auto-detection inside fresh
 // namespaces: the backend that holds rules wins.
 func TestKernelDetectsModeFromRules(t *testing.T) {
-	requireKernelTests(t)
+	kerneltest.Require(t)
 	for _, mode := range []string{ModeNFT, ModeLegacy} {
 		t.Run(mode, func(t *testing.T) {
-			ns := newNetns(t, "det"+mode[:3])
+			ns := kerneltest.NewNetns(t, "sy-runner-"+"det"+mode[:3])
 			forced, err := New(Options{Mode: mode, Netns: ns})
 			if err != nil {
 				t.Fatal(err)

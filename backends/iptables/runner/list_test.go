@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 func TestListChain(t *testing.T) {
@@ -47,13 +49,13 @@ func TestListChain(t *testing.T) {
 // TestListChainKernel lists chains of a real table in a throwaway
 // namespace, for both iptables modes.
 func TestListChainKernel(t *testing.T) {
-	requireKernelTests(t)
+	kerneltest.Require(t)
 	for _, mode := range []string{ModeNFT, ModeLegacy} {
 		t.Run(mode, func(t *testing.T) {
 			if _, err := exec.LookPath("iptables-" + map[string]string{ModeNFT: "nft", ModeLegacy: "legacy"}[mode]); err != nil {
 				t.Skipf("no %s iptables", mode)
 			}
-			ns := newNetns(t, "list-"+mode)
+			ns := kerneltest.NewNetns(t, "sy-runner-"+"list-"+mode)
 			r, err := New(Options{Mode: mode, Netns: ns})
 			if err != nil {
 				t.Fatal(err)

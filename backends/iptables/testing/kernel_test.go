@@ -2,14 +2,12 @@ package iptablestest
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // The kernel test replays the fake's strictness cases against real
@@ -18,12 +16,10 @@ import (
 // except where a case says the fake is deliberately stricter. Needs root
 // and SWITCHYARD_KERNEL_TESTS=1.
 func TestKernelAgreesWithFake(t *testing.T) {
-	if os.Getuid() != 0 || os.Getenv("SWITCHYARD_KERNEL_TESTS") != "1" {
-		t.Skip("kernel test: needs root and SWITCHYARD_KERNEL_TESTS=1")
-	}
+	kerneltest.Require(t)
 	for _, mode := range []string{runner.ModeNFT, runner.ModeLegacy} {
 		t.Run(mode, func(t *testing.T) {
-			r, err := runner.New(runner.Options{Mode: mode, Netns: newNetns(t, mode[:3])})
+			r, err := runner.New(runner.Options{Mode: mode, Netns: kerneltest.NewNetns(t, "sy-fake-"+mode[:3])})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,18 +64,4 @@ func kernelState(t *testing.T, r *runner.Runner) string {
 		}
 	}
 	return all
-}
-
-func newNetns(t *testing.T, tag string) string {
-	t.Helper()
-	name := fmt.Sprintf("sy-fake-%d-%s", os.Getpid(), tag)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name
 }
