@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps
 
 all: build
 
@@ -29,6 +29,10 @@ kernel:
 tools:
 	hack/build-tools.sh >/dev/null
 
+# Debian packages the demo and the tests use (installed only if missing).
+deps:
+	hack/install-deps.sh
+
 e2e: build tools
 	SWITCHYARD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -count=1 -p 1 -timeout 20m -v ./e2e/...
 
@@ -42,14 +46,14 @@ vm:
 e2e-vm: tools
 	hack/vm/e2e-ipvs.sh
 
-test: lint unit kernel e2e vm e2e-vm
+test: deps lint unit kernel e2e vm e2e-vm
 
 bench:
 	hack/bench.sh
 
 # make demo [MODE=iptables|userspace] [KEEP=1]
 MODE ?= iptables
-demo: build tools
+demo: deps build tools
 	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestDemo$$' -v ./e2e/ 2>&1 | grep -v '^=== RUN'
 
