@@ -34,9 +34,11 @@ func TestDemo(t *testing.T) {
 
 	fmt.Printf("\n== switchyard %s mode: service %s/demo at %s, 3 pods %v\n", mode, m.Namespace, addr, m.Topo.PodIPs())
 	printSpread(t, m, addr)
-	if mode != "ipvs" {
-		fmt.Printf("\n== ip netns exec %s iptables -t nat -L KUBE-SERVICES -n\n%s", m.Topo.NodeNS,
-			nodeIPTables(t, m, "-t", "nat", "-L", "KUBE-SERVICES", "-n"))
+	// The chain an operator looks at first: kube-proxy's in iptables
+	// mode, the old userspace portals chain in userspace mode.
+	if chain := map[string]string{"iptables": "KUBE-SERVICES", "userspace": "KUBE-PORTALS-CONTAINER"}[mode]; chain != "" {
+		fmt.Printf("\n== ip netns exec %s iptables -t nat -L %s -n\n%s", m.Topo.NodeNS, chain,
+			nodeIPTables(t, m, "-t", "nat", "-L", chain, "-n"))
 	}
 	printMetrics(t, m)
 	if os.Getenv("SWITCHYARD_DEMO_KEEP") == "1" {
