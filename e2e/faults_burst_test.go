@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -30,13 +33,14 @@ const burstWorkers = 16
 // it is compared with the issue's 20% target, not asserted.
 func testServiceBurst(t *testing.T) {
 	n := envInt(t, servicesEnv, 2000)
-	m := startMode(t, "iptables", 1)
+	m := startMode(t, "iptables", 1, "--profiling")
 	pod := m.Topo.Pods[0]
 	base := m.EchoService(t, "base", pod)
 	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(base.Spec.ClusterIP, 80), []string{pod.Name}, true)
 	time.Sleep(5 * time.Second)
 	start := daemonFigures(t, m)
 	t.Logf("start: %s", start)
+	saveHeapProfile(t, m, "start")
 	cs := burstClient(t)
 	var after [2]figures
 	for round := range after {
@@ -44,6 +48,7 @@ func testServiceBurst(t *testing.T) {
 		time.Sleep(burstSettle)
 		after[round] = daemonFigures(t, m)
 		t.Logf("%s after the deletions of burst %d: %s", burstSettle, round+1, after[round])
+		saveHeapProfile(t, m, fmt.Sprintf("after-burst-%d", round+1))
 		if after[round].pending != 0 || after[round].goroutines > start.goroutines+2 {
 			t.Errorf("burst %d: pending changes or goroutines did not return: start %s, now %s", round+1, start, after[round])
 		}
@@ -52,6 +57,7 @@ func testServiceBurst(t *testing.T) {
 		t.Errorf("RSS grew by %.1f MiB from the first burst to the second: a leak?", mib(grew))
 	}
 	end := settle(t, m, start)
+	saveHeapProfile(t, m, "end")
 	verdict := "within"
 	if float64(end.rss) > 1.2*float64(start.rss) {
 		verdict = "ABOVE"
@@ -104,6 +110,7 @@ func pct(v, base float64) float64 { return 100 * (v/base - 1) }
 
 type figures struct {
 	rss        int64
+	anon, file int64   // RssAnon and RssFile: the process's own pages, its binary's
 	heap       float64 // go_memstats_alloc_bytes: live heap once a GC ran
 	released   float64 // go_memstats_heap_released_bytes: returned to the OS
 	goroutines float64
@@ -112,24 +119,45 @@ type figures struct {
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("RSS %.1f MiB (heap allocated %.1f MiB, released to the OS %.1f MiB), %v goroutines, %v pending changes, %d KUBE-SERVICES rules",
-		mib(float64(f.rss)), mib(f.heap), mib(f.released), f.goroutines, f.pending, f.rules)
+	return fmt.Sprintf("RSS %.1f MiB (anon %.1f, file %.1f; heap allocated %.1f MiB, released to the OS %.1f MiB), %v goroutines, %v pending changes, %d KUBE-SERVICES rules",
+		mib(float64(f.rss)), mib(float64(f.anon)), mib(float64(f.file)), mib(f.heap), mib(f.released), f.goroutines, f.pending, f.rules)
 }
 
 func mib(b float64) float64 { return b / (1 << 20) }
 
 func daemonFigures(t *testing.T, m *modeEnv) figures {
 	t.Helper()
-	rss, err := framework.RSSBytes(m.daemon.PID())
+	mem, err := framework.ReadMemory(m.daemon.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := figures{rss: rss, goroutines: metric(t, m.daemon, "go_goroutines"),
+	f := figures{rss: mem.RSS, anon: mem.Anon, file: mem.File, goroutines: metric(t, m.daemon, "go_goroutines"),
 		heap: metric(t, m.daemon, "go_memstats_alloc_bytes"), released: metric(t, m.daemon, "go_memstats_heap_released_bytes")}
 	f.pending = metric(t, m.daemon, "kubeproxy_sync_proxy_rules_service_changes_pending") +
 		metric(t, m.daemon, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
 	f.rules = len(chainRules(t.Context(), m.Env, "iptables", "nat", "KUBE-SERVICES"))
 	return f
+}
+
+// profilesEnv names a directory that receives the daemon's heap profiles
+// (start, after each burst, end) for `go tool pprof`.
+const profilesEnv = "SWITCHYARD_BURST_PROFILES"
+
+func saveHeapProfile(t *testing.T, m *modeEnv, name string) {
+	t.Helper()
+	dir := os.Getenv(profilesEnv)
+	if dir == "" {
+		return
+	}
+	code, body, err := m.daemon.Get(t.Context(), m.daemon.MetricsAddr, "/debug/pprof/heap?gc=1")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("heap profile: HTTP %d, %v", code, err)
+	}
+	path := filepath.Join(dir, name+".pb.gz")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("heap profile %s", path)
 }
 
 // burstClient is an admin client without client-side rate limiting.

@@ -11,6 +11,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 )
 
 // EndpointsChangeTracker keeps the EndpointSlices of every Service, merged
@@ -26,6 +28,9 @@ type EndpointsChangeTracker struct {
 	slices  map[types.NamespacedName]map[string]*sliceEndpoints
 	applied map[types.NamespacedName]map[ServicePortName][]Endpoint
 	flat    map[ServicePortName][]Endpoint
+	// peaks let the maps above give back their space after mass
+	// deletions.
+	peaks   trackerPeaks
 	pending map[types.NamespacedName]*endpointsChange
 	total   int64
 }
@@ -129,7 +134,8 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 			t.applied[svc] = ch.current
 		}
 	}
-	clear(t.pending)
+	t.pending = shrink.Clear(t.pending)
+	t.compactLocked()
 	return maps.Clone(t.flat)
 }
 
@@ -188,4 +194,10 @@ func anyServing(eps []Endpoint) bool {
 		}
 	}
 	return false
+}
+
+func (t *EndpointsChangeTracker) compactLocked() {
+	t.slices = shrink.Map(t.slices, &t.peaks.slices)
+	t.applied = shrink.Map(t.applied, &t.peaks.applied)
+	t.flat = shrink.Map(t.flat, &t.peaks.flat)
 }

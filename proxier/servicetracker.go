@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 )
 
 // ServiceChangeTracker keeps the service ports the proxier programs and the
@@ -19,6 +21,9 @@ type ServiceChangeTracker struct {
 	mu      sync.Mutex
 	applied map[types.NamespacedName]map[ServicePortName]*ServicePort
 	flat    map[ServicePortName]*ServicePort
+	// peaks let the maps above give back their space after mass
+	// deletions.
+	peaks   trackerPeaks
 	pending map[types.NamespacedName]*serviceChange
 	total   int64
 }
@@ -95,7 +100,8 @@ func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePor
 			t.applied[key] = ch.current
 		}
 	}
-	clear(t.pending)
+	t.pending = shrink.Clear(t.pending)
+	t.compactLocked()
 	return maps.Clone(t.flat)
 }
 
@@ -131,4 +137,14 @@ func servicePortsEqual(a, b map[ServicePortName]*ServicePort) bool {
 		}
 	}
 	return true
+}
+
+// trackerPeaks are the high-water marks of a tracker's long-lived maps.
+type trackerPeaks struct {
+	slices, applied, flat shrink.Peak
+}
+
+func (t *ServiceChangeTracker) compactLocked() {
+	t.applied = shrink.Map(t.applied, &t.peaks.applied)
+	t.flat = shrink.Map(t.flat, &t.peaks.flat)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -32,7 +33,8 @@ type familySync struct {
 	// of per-service chains dropped once applied); nil forces a full sync.
 	prev *Ruleset
 	// installed is every chain of ours believed to exist in the kernel.
-	installed map[chainKey]installedChain
+	installed     map[chainKey]installedChain
+	installedPeak shrink.Peak
 	// tableRules counts the rules of installed, per table.
 	tableRules map[table]int
 	// listed is set once the chains left by an earlier run (of switchyard
@@ -76,7 +78,9 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		txs = planTransactions(writes, deletes, b.chunkRules())
 	}
 	f.prev = nil // until this sync succeeds
-	if err := f.apply(ctx, b, txs, out.written, !full); err != nil {
+	err := f.apply(ctx, b, txs, out.written, !full)
+	f.installed = shrink.Map(f.installed, &f.installedPeak)
+	if err != nil {
 		return out, err
 	}
 	f.prev = compact(rs)

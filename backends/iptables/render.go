@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -47,7 +48,7 @@ func render(fc *familyConfig, state *proxier.State) *Ruleset {
 // configuration and node addresses; otherwise the caller renders in full.
 func renderPartial(fc *familyConfig, state *proxier.State, diff *proxier.Diff, prev *Ruleset) *Ruleset {
 	rs := newRuleset(fc, state)
-	rs.services = maps.Clone(prev.services)
+	rs.services, rs.servicesPeak = maps.Clone(prev.services), prev.servicesPeak
 	r := newServiceRenderer(fc, nodeOf(state))
 	dispatchChanged, setChanged := diff.ServicesChanged, false
 	for n := range diff.Changed {
@@ -70,6 +71,7 @@ func renderPartial(fc *familyConfig, state *proxier.State, diff *proxier.Diff, p
 		dispatchChanged = dispatchChanged || !sameShared(old, spr)
 	}
 	slices.SortFunc(rs.changed, compareNames)
+	rs.services = shrink.Map(rs.services, &rs.servicesPeak)
 	rs.names = prev.names
 	if setChanged {
 		rs.names = slices.SortedFunc(maps.Keys(rs.services), compareNames)

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -68,6 +69,9 @@ type Ruleset struct {
 	// names lists the rendered service ports, sorted.
 	names    []proxier.ServicePortName
 	services map[proxier.ServicePortName]*servicePortRules
+	// servicesPeak lets services give back its space after mass
+	// deletions (partial syncs carry the map from ruleset to ruleset).
+	servicesPeak shrink.Peak
 	// base are the fixed chains (canaries, masquerade, forward);
 	// dispatch the top-level chains built from the services' shared rules.
 	base, dispatch []*chainRules

@@ -167,6 +167,7 @@ func (b *Backend) render(state *proxier.State, diff *proxier.Diff, contexts map[
 			b.model.set(k, renderPort(rc, sp, state.Endpoints[n], mark), t)
 		}
 	}
+	b.model.compact()
 	return t
 }
 

@@ -2,6 +2,8 @@ package ipvs
 
 import (
 	"net/netip"
+
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 )
 
 // model is the desired kernel state: every port's rendering plus the
@@ -14,6 +16,7 @@ type model struct {
 	owners  map[vsKey]map[portKey]*virtualServer
 	addrs   map[netip.Addr]int
 	entries map[setEntry]int
+	peaks   struct{ ports, owners, addrs, entries shrink.Peak }
 }
 
 func newModel() *model {
@@ -135,4 +138,12 @@ func keysOf[K comparable, V any](m map[K]V) map[K]struct{} {
 		out[k] = struct{}{}
 	}
 	return out
+}
+
+// compact gives back the space of the maps after mass deletions.
+func (m *model) compact() {
+	m.ports = shrink.Map(m.ports, &m.peaks.ports)
+	m.owners = shrink.Map(m.owners, &m.peaks.owners)
+	m.addrs = shrink.Map(m.addrs, &m.peaks.addrs)
+	m.entries = shrink.Map(m.entries, &m.peaks.entries)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -24,6 +25,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	sockets  map[socketKey]proxySocket
+	peak     shrink.Peak              // of sockets, to give back its space after mass deletions
 	draining []proxySocket            // removed TCP sockets with live connections
 	applied  map[runner.Family][]byte // payload of the last successful restore
 	flush    map[flushKey]struct{}    // UDP proxy ports whose conntrack entries must go
@@ -89,6 +91,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		}
 	}
 	b.retireLocked(specs)
+	b.sockets = shrink.Map(b.sockets, &b.peak)
 	// The rules in force no longer lead to the flushed ports; a failed
 	// flush is retried by the next sync.
 	return proxier.SyncResult{Full: full}, b.flushLocked()

@@ -65,4 +65,8 @@ func TestRSSBytesOfSelf(t *testing.T) {
 	if err != nil || rss < 1<<20 {
 		t.Errorf("RSSBytes(self) = %d, %v", rss, err)
 	}
+	m, err := ReadMemory(os.Getpid())
+	if err != nil || m.Anon < 1<<20 || m.File <= 0 || m.Anon+m.File > m.RSS+1<<20 {
+		t.Errorf("ReadMemory(self) = %+v, %v", m, err)
+	}
 }

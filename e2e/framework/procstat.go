@@ -26,26 +26,46 @@ func (p *Process) Kill() error {
 	return nil
 }
 
-// RSSBytes is the resident set size of a process (VmRSS of
-// /proc/PID/status).
-func RSSBytes(pid int) (int64, error) {
+// Memory is a process's resident memory from /proc/PID/status: VmRSS and
+// its split into anonymous pages (the process's own data) and file pages
+// (its binary and libraries, shared and reclaimable).
+type Memory struct {
+	RSS, Anon, File int64
+}
+
+// ReadMemory reads pid's Memory.
+func ReadMemory(pid int) (Memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return Memory{}, err
 	}
 	defer f.Close()
+	var m Memory
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fields := strings.Fields(v) // "12345 kB"
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
-			}
-			return kb * 1024, nil
+		name, v, _ := strings.Cut(sc.Text(), "\t")
+		dst, ok := fields[name]
+		if !ok {
+			continue
 		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("%s %q: %w", name, v, err)
+		}
+		*dst = kb * 1024
+		delete(fields, name)
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	if len(fields) > 0 {
+		return Memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile", pid, len(fields))
+	}
+	return m, sc.Err()
+}
+
+// RSSBytes is the resident set size of a process (VmRSS).
+func RSSBytes(pid int) (int64, error) {
+	m, err := ReadMemory(pid)
+	return m.RSS, err
 }
 
 // MetricValue scrapes the daemon and returns the value of the sample of

@@ -94,6 +94,7 @@ nodePortAddresses: [192.168.0.0/16, "fd00::/8"]
 metricsBindAddress: 0.0.0.0:9100
 healthzBindAddress: "[::]:9101"
 udpIdleTimeout: 2s
+enableProfiling: true
 iptables:
   masqueradeAll: true
   masqueradeBit: 0
@@ -131,7 +132,8 @@ func fullFileOptions(path string) *Options {
 			TCPTimeout: 900 * time.Second, TCPFinTimeout: 120 * time.Second, UDPTimeout: 300 * time.Second,
 			StrictARP: true,
 		},
-		UDPIdleTimeout: 2 * time.Second,
+		UDPIdleTimeout:  2 * time.Second,
+		EnableProfiling: true,
 	}
 }
 
@@ -156,7 +158,7 @@ func TestCommandOptions(t *testing.T) {
 			"--config", full, "--proxy-mode=userspace", "--cluster-cidr=10.0.0.0/8",
 			"--iptables-sync-period=20s", "--iptables-masquerade-bit=3", "--ipvs-scheduler=rr",
 			"--nodeport-addresses=primary", "--metrics-bind-address=", "--masquerade-all=false",
-			"--kubeconfig=/k", "--udp-timeout=1s",
+			"--kubeconfig=/k", "--udp-timeout=1s", "--profiling=false",
 		}, func() *Options {
 			o := fullFileOptions(full)
 			o.Mode = ModeUserspace
@@ -169,6 +171,7 @@ func TestCommandOptions(t *testing.T) {
 			o.MasqueradeAll = false
 			o.Kubeconfig = "/k"
 			o.UDPIdleTimeout = time.Second
+			o.EnableProfiling = false
 			return o
 		}},
 		{"every flag", []string{
@@ -181,7 +184,7 @@ func TestCommandOptions(t *testing.T) {
 			"--iptables-sync-period=2m", "--iptables-min-sync-period=0s",
 			"--ipvs-scheduler=mh", "--ipvs-sync-period=10s", "--ipvs-min-sync-period=10s",
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
-			"--ipvs-strict-arp", "--udp-timeout=1s",
+			"--ipvs-strict-arp", "--udp-timeout=1s", "--profiling",
 		}, func() *Options {
 			return &Options{
 				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
@@ -194,7 +197,7 @@ func TestCommandOptions(t *testing.T) {
 				IPTables: IPTablesOptions{SyncPeriod: 2 * time.Minute},
 				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
 					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
-				UDPIdleTimeout: time.Second,
+				UDPIdleTimeout: time.Second, EnableProfiling: true,
 			}
 		}},
 	}

@@ -142,6 +142,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "ipvs-udp-timeout", &r.IPVSUDPTimeout, k.IPVS.UDPTimeout.Duration)
 	fromFile(r, "ipvs-strict-arp", &r.IPVSStrictARP, k.IPVS.StrictARP)
 	fromFile(r, "udp-timeout", &r.UDPIdleTimeout, c.UDPIdleTimeout.Duration)
+	fromFile(r, "profiling", &r.EnableProfiling, k.EnableProfiling)
 	r.LogVerbosity = uint32(k.Logging.Verbosity)
 }
 

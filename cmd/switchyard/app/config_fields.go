@@ -94,7 +94,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		{"featureGates", len(k.FeatureGates) > 0},
 		{"bindAddress", k.BindAddress != "" && k.BindAddress != "0.0.0.0" && k.BindAddress != "::"},
 		{"bindAddressHardFail", k.BindAddressHardFail},
-		{"enableProfiling", k.EnableProfiling},
 		{"showHiddenMetricsForVersion", k.ShowHiddenMetricsForVersion != ""},
 		{"clientConnection.acceptContentTypes", k.ClientConnection.AcceptContentTypes != ""},
 		{"logging.format", k.Logging.Format != "" && k.Logging.Format != "text"},

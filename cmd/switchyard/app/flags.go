@@ -46,6 +46,7 @@ type rawConfig struct {
 	IPVSUDPTimeout        time.Duration
 	IPVSStrictARP         bool
 	UDPIdleTimeout        time.Duration
+	EnableProfiling       bool
 
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
 	LogVerbosity uint32
@@ -108,6 +109,7 @@ func settings() []setting {
 		{"ipvs-udp-timeout", "ipvs.udpTimeout", "IPVSUDPTimeout"},
 		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
+		{"profiling", "enableProfiling", "EnableProfiling"},
 	}
 }
 
@@ -141,6 +143,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")
 	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
+	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 }
 
 // applyChangedFlags copies into r every setting whose flag was given on the

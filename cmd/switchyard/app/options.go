@@ -67,6 +67,8 @@ type Options struct {
 	// UDPIdleTimeout is how long the userspace proxy keeps an idle UDP
 	// session.
 	UDPIdleTimeout time.Duration
+	// EnableProfiling serves net/http/pprof on the metrics server.
+	EnableProfiling bool
 }
 
 // IPTablesOptions holds the iptables-mode sync periods.

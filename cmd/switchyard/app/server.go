@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -109,14 +110,9 @@ func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *h
 	return first
 }
 
-// serveMetrics serves /metrics, and /proxyMode as kube-proxy does.
+// serveMetrics serves metricsMux on the metrics address.
 func serveMetrics(ctx context.Context, o *Options, reg *prometheus.Registry) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(reg))
-	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, string(o.Mode))
-	})
+	mux := metricsMux(o, reg)
 	l, err := net.Listen("tcp", o.MetricsBindAddress)
 	if err != nil {
 		return err
@@ -132,6 +128,25 @@ func serveMetrics(ctx context.Context, o *Options, reg *prometheus.Registry) err
 		return err
 	}
 	return nil
+}
+
+// metricsMux serves /metrics, and /proxyMode as kube-proxy does, and
+// /debug/pprof/ when profiling is enabled.
+func metricsMux(o *Options, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, string(o.Mode))
+	})
+	if o.EnableProfiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }
 
 // newClient uses the kubeconfig/master when given, in-cluster config

@@ -56,7 +56,8 @@ func (r *rawConfig) options() (*Options, error) {
 			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
 			StrictARP: r.IPVSStrictARP,
 		},
-		UDPIdleTimeout: r.UDPIdleTimeout,
+		UDPIdleTimeout:  r.UDPIdleTimeout,
+		EnableProfiling: r.EnableProfiling,
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()

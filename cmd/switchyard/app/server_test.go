@@ -1,0 +1,53 @@
+package app
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// TestMetricsMux checks what the metrics server serves, with and without
+// profiling.
+func TestMetricsMux(t *testing.T) {
+	tests := []struct {
+		path      string
+		profiling bool
+		status    int
+		body      string
+	}{
+		{"/proxyMode", false, http.StatusOK, "ipvs"},
+		{"/metrics", false, http.StatusOK, "kubeproxy_sync_proxy_rules_duration_seconds"},
+		{"/debug/pprof/", false, http.StatusNotFound, ""},
+		{"/debug/pprof/heap?debug=1", false, http.StatusNotFound, ""},
+		{"/debug/pprof/", true, http.StatusOK, "goroutine"},
+		{"/debug/pprof/heap?debug=1", true, http.StatusOK, "heap profile"},
+	}
+	for _, tt := range tests {
+		reg := metrics.NewRegistry()
+		metrics.New(reg)
+		srv := httptest.NewServer(metricsMux(&Options{Mode: ModeIPVS, EnableProfiling: tt.profiling}, reg))
+		status, body := get(t, srv.URL+tt.path)
+		srv.Close()
+		if status != tt.status || !strings.Contains(body, tt.body) {
+			t.Errorf("GET %s (profiling %v) = %d %.80q, want %d containing %q", tt.path, tt.profiling, status, body, tt.status, tt.body)
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
