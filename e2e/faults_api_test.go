@@ -12,13 +12,13 @@ import (
 )
 
 // testAPIServerOutage: on a private control plane, (1) the kube-apiserver
-// is stopped for SWITCHYARD_FAULT_OUTAGE (default 20s) and started again,
+// is stopped for SWITCHYARD_FAULT_OUTAGE (default 60s, the figure) and started again,
 // then an endpoint is removed at once; (2) the daemon alone is cut off the
 // API (its nsforward stopped) for as long while an endpoint is added back.
 // A client connecting every 100 ms must never fail, /livez must stay 200,
 // and the daemon must reconnect by itself and apply both changes.
 func testAPIServerOutage(t *testing.T) {
-	outage := envDuration(t, outageEnv, 20*time.Second)
+	outage := envDuration(t, outageEnv, 60*time.Second)
 	priv := framework.PrivateSuite(t, suite)
 	env, fwd := framework.SetupWithAPIForward(t, priv, framework.TopologySpec{Pods: 3})
 	d := env.StartDaemon(t, "--iptables-sync-period=5s")

@@ -50,11 +50,13 @@ func ServiceSelector(proxyName string) labels.Selector {
 func (p *Proxier) Run(ctx context.Context) error {
 	sel := ServiceSelector(p.cfg.ServiceProxyName).String()
 	factory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+		informers.WithTransform(trimObject))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}))
+		}),
+		informers.WithTransform(trimObject))
 	access := newAccessReporter(p.cfg.Clock)
 	synced, err := p.addHandlers(factory, nodeFactory, access)
 	if err != nil {
