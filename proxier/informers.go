@@ -6,11 +6,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -49,16 +53,16 @@ func ServiceSelector(proxyName string) labels.Selector {
 // as it is so a restart drops no traffic.
 func (p *Proxier) Run(ctx context.Context) error {
 	sel := ServiceSelector(p.cfg.ServiceProxyName).String()
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
 	factory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-		informers.WithTransform(trimObject))
+		informers.WithTweakListOptions(tweak), informers.WithTransform(trimObject))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}),
 		informers.WithTransform(trimObject))
 	access := newAccessReporter(p.cfg.Clock)
-	synced, err := p.addHandlers(factory, nodeFactory, access)
+	synced, err := p.addHandlers(factory, nodeFactory, tweak, access)
 	if err != nil {
 		return err
 	}
@@ -84,14 +88,22 @@ func (p *Proxier) Run(ctx context.Context) error {
 	return nil
 }
 
-func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, access *accessReporter) ([]namedSync, error) {
+func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, tweak func(*metav1.ListOptions), access *accessReporter) ([]namedSync, error) {
+	// The Service and EndpointSlice informers keep no index: the proxier
+	// never looks objects up by namespace, and the factory's default
+	// namespace index keeps a set per namespace that stays sized for the
+	// most objects the namespace ever held.
 	handlers := []struct {
 		resource string
 		inf      cache.SharedIndexInformer
 		h        cache.ResourceEventHandler
 	}{
-		{"services", factory.Core().V1().Services().Informer(), p.serviceHandler()},
-		{"endpointslices.discovery.k8s.io", factory.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
+		{"services", factory.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+		}), p.serviceHandler()},
+		{"endpointslices.discovery.k8s.io", factory.InformerFor(&discovery.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+		}), p.sliceHandler()},
 		{"nodes", nodeFactory.Core().V1().Nodes().Informer(), p.nodeHandler()},
 	}
 	synced := make([]namedSync, 0, len(handlers))
