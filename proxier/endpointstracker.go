@@ -24,9 +24,11 @@ type EndpointsChangeTracker struct {
 	nodeName string
 	invalid  InvalidFunc
 
-	mu      sync.Mutex
-	slices  map[types.NamespacedName]map[string]*sliceEndpoints
-	applied map[types.NamespacedName]map[ServicePortName][]Endpoint
+	mu     sync.Mutex
+	slices map[types.NamespacedName]map[string]*sliceEndpoints
+	// applied lists each Service's ports as last applied; their
+	// endpoints are in flat (see appliedPorts).
+	applied map[types.NamespacedName][]ServicePortName
 	flat    map[ServicePortName][]Endpoint
 	// peaks let the maps above give back their space after mass
 	// deletions.
@@ -51,7 +53,7 @@ func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsC
 		nodeName: nodeName,
 		invalid:  invalid,
 		slices:   map[types.NamespacedName]map[string]*sliceEndpoints{},
-		applied:  map[types.NamespacedName]map[ServicePortName][]Endpoint{},
+		applied:  map[types.NamespacedName][]ServicePortName{},
 		flat:     map[ServicePortName][]Endpoint{},
 		pending:  map[types.NamespacedName]*endpointsChange{},
 	}
@@ -80,7 +82,7 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	t.storeSliceLocked(svc, s.Name, conv)
 	ch, ok := t.pending[svc]
 	if !ok {
-		ch = &endpointsChange{previous: t.applied[svc]}
+		ch = &endpointsChange{previous: appliedPorts(t.applied[svc], t.flat)}
 		t.pending[svc] = ch
 	}
 	ch.current = mergeSlices(svc, t.slices[svc])
@@ -131,7 +133,7 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 		if len(ch.current) == 0 {
 			delete(t.applied, svc)
 		} else {
-			t.applied[svc] = ch.current
+			t.applied[svc] = portKeys(ch.current)
 		}
 	}
 	t.pending = shrink.Clear(t.pending)

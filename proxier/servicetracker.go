@@ -18,8 +18,10 @@ import (
 type ServiceChangeTracker struct {
 	invalid InvalidFunc
 
-	mu      sync.Mutex
-	applied map[types.NamespacedName]map[ServicePortName]*ServicePort
+	mu sync.Mutex
+	// applied lists each Service's ports as last applied; their values
+	// are in flat (see appliedPorts).
+	applied map[types.NamespacedName][]ServicePortName
 	flat    map[ServicePortName]*ServicePort
 	// peaks let the maps above give back their space after mass
 	// deletions.
@@ -40,7 +42,7 @@ func NewServiceChangeTracker(invalid InvalidFunc) *ServiceChangeTracker {
 	}
 	return &ServiceChangeTracker{
 		invalid: invalid,
-		applied: map[types.NamespacedName]map[ServicePortName]*ServicePort{},
+		applied: map[types.NamespacedName][]ServicePortName{},
 		flat:    map[ServicePortName]*ServicePort{},
 		pending: map[types.NamespacedName]*serviceChange{},
 	}
@@ -64,7 +66,7 @@ func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
 	t.total++
 	ch, ok := t.pending[key]
 	if !ok {
-		ch = &serviceChange{previous: t.applied[key]}
+		ch = &serviceChange{previous: appliedPorts(t.applied[key], t.flat)}
 		t.pending[key] = ch
 	}
 	ch.current = ports
@@ -97,7 +99,7 @@ func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePor
 		if len(ch.current) == 0 {
 			delete(t.applied, key)
 		} else {
-			t.applied[key] = ch.current
+			t.applied[key] = portKeys(ch.current)
 		}
 	}
 	t.pending = shrink.Clear(t.pending)
@@ -147,4 +149,29 @@ type trackerPeaks struct {
 func (t *ServiceChangeTracker) compactLocked() {
 	t.applied = shrink.Map(t.applied, &t.peaks.applied)
 	t.flat = shrink.Map(t.flat, &t.peaks.flat)
+}
+
+// portKeys lists the service ports of one Service's map. The trackers
+// keep these per Service rather than the maps themselves: a Go map with
+// one entry of this key type costs ~700 bytes, and the values are in the
+// tracker's flat map anyway.
+func portKeys[V any](m map[ServicePortName]V) []ServicePortName {
+	keys := make([]ServicePortName, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// appliedPorts rebuilds one Service's map from its port keys and the flat
+// map; nil when it has none.
+func appliedPorts[V any](keys []ServicePortName, flat map[ServicePortName]V) map[ServicePortName]V {
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[ServicePortName]V, len(keys))
+	for _, k := range keys {
+		out[k] = flat[k]
+	}
+	return out
 }
