@@ -13,8 +13,10 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // trimObject is the informers' transform: before an object enters the
 // informer's store it drops what no switchyard code reads and what is
 // often most of its size: managedFields, kubectl's last-applied
-// annotation and, on a Node, its list of container images. At 10k
-// Services and EndpointSlices that is tens of MiB of the daemon's peak.
+// annotation and, on a Node, its list of container images. With the
+// e2e burst's small objects this took ~11 MiB off the peak RSS at 10k
+// Services; objects created by kubectl apply carry a full copy of
+// themselves in that annotation.
 func trimObject(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
