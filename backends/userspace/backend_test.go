@@ -179,7 +179,9 @@ func TestEndpointChangeKeepsListener(t *testing.T) {
 	}
 	defer old.Close()
 	old.Write([]byte("early"))
-	eventually(t, "the early connection to reach s1", func() bool { return sock.active() == 1 })
+	// s1 must have accepted it: the proxy counts a connection as active
+	// when it accepts it, before it picks (and dials) the endpoint.
+	eventually(t, "the early connection to reach s1", func() bool { return sock.active() == 1 && s1.accepted() == 1 })
 
 	st2 := cloneState(st)
 	setEndpoints(st2, name, s2.addr())

@@ -156,6 +156,13 @@ func serveTCP(t testing.TB, name string, ln *net.TCPListener) *tcpServer {
 
 func (s *tcpServer) addr() netip.AddrPort { return s.ln.Addr().(*net.TCPAddr).AddrPort() }
 
+// accepted is how many connections the server has accepted.
+func (s *tcpServer) accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
 func (s *tcpServer) serve() {
 	for {
 		c, err := s.ln.AcceptTCP()
