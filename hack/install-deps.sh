@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # install-deps.sh: install the Debian packages the tests and the demo use,
-# if they are missing (iptables, ipset, conntrack, prometheus, iproute2,
+# if they are missing (iptables, nftables, ipset, conntrack, prometheus, iproute2,
 # curl, openssl, qemu for the IPVS VM). Needs root; does nothing when all
 # are present.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for pair in iptables:iptables ipset:ipset conntrack:conntrack prometheus:prometheus ip:iproute2 \
+for pair in iptables:iptables nft:nftables ipset:ipset conntrack:conntrack prometheus:prometheus ip:iproute2 \
   curl:curl openssl:openssl qemu-system-x86_64:qemu-system-x86; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done

@@ -1,0 +1,131 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// Backend is the nftables proxy mode.
+type Backend struct {
+	conn    Conn
+	metrics *modeMetrics
+
+	mu       sync.Mutex // serialises Sync and Cleanup
+	families []*familySync
+}
+
+var _ proxier.Backend = (*Backend)(nil)
+
+// New builds the backend. It does not touch the kernel: the first Sync
+// writes everything.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{conn: cfg.Conn, metrics: newModeMetrics(cfg.Registerer)}
+	for _, fam := range cfg.families() {
+		b.families = append(b.families, newFamilySync(cfg.forFamily(fam)))
+	}
+	return b, nil
+}
+
+// Name is the proxy mode.
+func (b *Backend) Name() string { return "nftables" }
+
+// Sync writes the state, family by family: fully on the first sync, when
+// asked, after a failure or when a check finds the table changed behind
+// its back; otherwise only the service ports the diff names.
+func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res proxier.SyncResult
+	var errs []error
+	for _, f := range b.families {
+		r, err := b.syncFamily(ctx, f, st, diff)
+		res.Full = res.Full || r.full
+		if err != nil {
+			f.needFull = true
+			b.metrics.syncFailures.Inc()
+			errs = append(errs, fmt.Errorf("nftables %s: %w", f.fc.nft, err))
+			continue
+		}
+		b.metrics.record(r)
+		klog.V(2).InfoS("nftables sync done", "family", f.fc.nft, "full", r.full,
+			"rulesWritten", r.rules, "elementsAdded", r.added, "elementsDeleted", r.deleted)
+	}
+	return res, errors.Join(errs...)
+}
+
+func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.State, diff *proxier.Diff) (syncResult, error) {
+	full := diff == nil || diff.Full || f.needFull
+	if !full && diff.Verify {
+		intact, err := f.verify(ctx, b.conn)
+		if err != nil {
+			return syncResult{}, err
+		}
+		full = !intact
+	}
+	var r syncResult
+	var err error
+	if full {
+		r, err = f.full(ctx, b.conn, st)
+	} else {
+		r, err = f.partial(ctx, b.conn, st, diff)
+	}
+	if err != nil {
+		return r, err
+	}
+	if gen, gerr := b.conn.Generation(ctx); gerr == nil {
+		f.generation = gen
+	}
+	return r, nil
+}
+
+// Cleanup deletes the kube-proxy table of every configured family; a
+// family without one is fine. Nothing outside those tables is touched.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, f := range b.families {
+		if err := cleanupFamily(ctx, b.conn, f.fc.nft); err != nil {
+			b.metrics.cleanupFailures.Inc()
+			errs = append(errs, err)
+		}
+		f.reset()
+		f.needFull = true
+	}
+	return errors.Join(errs...)
+}
+
+func cleanupFamily(ctx context.Context, conn Conn, fam ruleset.Family) error {
+	_, exists, err := conn.ListObjects(ctx, fam, TableName)
+	if err != nil {
+		return fmt.Errorf("nftables cleanup: listing table %s %s: %w", fam, TableName, err)
+	}
+	if !exists {
+		return nil
+	}
+	tx := ruleset.NewTransaction(fam, TableName)
+	tx.DeleteTable()
+	if err := conn.Run(ctx, tx); err != nil {
+		return fmt.Errorf("nftables cleanup: deleting table %s %s: %w", fam, TableName, err)
+	}
+	return nil
+}
+
+// familyOf maps a Kubernetes IP family to its nf_tables family.
+func familyOf(f v1.IPFamily) ruleset.Family {
+	if f == v1.IPv6Protocol {
+		return ruleset.IPv6
+	}
+	return ruleset.IPv4
+}

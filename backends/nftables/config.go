@@ -1,0 +1,104 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// TableName is the table switchyard owns in each family, the name
+// upstream kube-proxy's nftables mode uses.
+const TableName = "kube-proxy"
+
+// DefaultMasqueradeBit is kube-proxy's default --iptables-masquerade-bit
+// (mark 0x4000), which its nftables mode uses too.
+const DefaultMasqueradeBit = 14
+
+// DefaultAffinitySize bounds the session-affinity map of one family.
+const DefaultAffinitySize = 1 << 20
+
+// Config configures the nftables backend.
+type Config struct {
+	// Families to program; empty means IPv4 only.
+	Families []v1.IPFamily
+	// ClusterCIDRs are the pod CIDRs: traffic from them to a cluster IP
+	// is not masqueraded, and external traffic from them to an
+	// externalTrafficPolicy Local service may reach any endpoint.
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll SNATs all traffic sent via a cluster IP.
+	MasqueradeAll bool
+	// MasqueradeBit is the mark bit that flags packets for SNAT; nil
+	// means DefaultMasqueradeBit.
+	MasqueradeBit *int32
+	// NodePortAddresses restricts NodePorts to these prefixes' local
+	// addresses; empty means every local address but loopback.
+	NodePortAddresses []netip.Prefix
+	// Conn commits transactions and lists the tables; required.
+	Conn Conn
+	// Registerer receives the nftables mode's own metrics; nil registers
+	// none (they are still counted).
+	Registerer prometheus.Registerer
+}
+
+// familyConfig is what one family's render needs.
+type familyConfig struct {
+	family         v1.IPFamily
+	nft            ruleset.Family
+	clusterCIDR    netip.Prefix // invalid when none of this family
+	masqueradeAll  bool
+	masqueradeMark uint32
+	nodePortAddrs  []netip.Prefix
+	loopback       netip.Prefix
+}
+
+func (c *Config) validate() error {
+	if c.Conn == nil {
+		return fmt.Errorf("nftables backend: no netlink connection")
+	}
+	if b := c.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
+		return fmt.Errorf("nftables backend: masquerade bit %d not in 0..31", *b)
+	}
+	for _, f := range c.families() {
+		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
+			return fmt.Errorf("nftables backend: unknown IP family %q", f)
+		}
+	}
+	return nil
+}
+
+func (c *Config) families() []v1.IPFamily {
+	if len(c.Families) == 0 {
+		return []v1.IPFamily{v1.IPv4Protocol}
+	}
+	return c.Families
+}
+
+func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
+	bit := int32(DefaultMasqueradeBit)
+	if c.MasqueradeBit != nil {
+		bit = *c.MasqueradeBit
+	}
+	fc := &familyConfig{
+		family:         family,
+		nft:            ruleset.IPv4,
+		masqueradeAll:  c.MasqueradeAll,
+		masqueradeMark: uint32(1) << uint(bit),
+		loopback:       netip.MustParsePrefix("127.0.0.0/8"),
+	}
+	if family == v1.IPv6Protocol {
+		fc.nft, fc.loopback = ruleset.IPv6, netip.MustParsePrefix("::1/128")
+	}
+	for _, p := range c.ClusterCIDRs {
+		if p.IsValid() && proxier.FamilyOfPrefix(p) == family {
+			fc.clusterCIDR = p.Masked()
+			break
+		}
+	}
+	fc.nodePortAddrs = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
+	return fc
+}

@@ -1,0 +1,41 @@
+package nftables
+
+import (
+	"context"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// Conn is the backend's only way to the kernel: commit a transaction on
+// one table atomically, and list what a table holds. The netlink
+// implementation is NewNetlinkConn; backends/nftables/testing has a strict
+// stateful fake.
+type Conn interface {
+	// Run commits the transaction: all of it or, on error, none.
+	Run(ctx context.Context, tx *ruleset.Transaction) error
+	// ListObjects names the chains and sets of a table; exists is false
+	// (with no error) when the table is missing.
+	ListObjects(ctx context.Context, f ruleset.Family, table string) (objs TableObjects, exists bool, err error)
+	// Counts gives the number of rules of each chain and of elements of
+	// each set of a table, to check it against what was written.
+	Counts(ctx context.Context, f ruleset.Family, table string) (TableCounts, error)
+	// Generation is the ruleset's generation: it changes with every
+	// committed transaction, from any program.
+	Generation(ctx context.Context) (uint32, error)
+	// Elements lists the elements of a set (the affinity map, to purge
+	// entries of endpoints that are gone).
+	Elements(ctx context.Context, f ruleset.Family, table, set string) ([]ruleset.Element, error)
+}
+
+// TableObjects names what a table holds.
+type TableObjects struct {
+	Chains []string
+	Sets   []string
+}
+
+// TableCounts counts rules per chain and elements per set. An interval
+// element counts once.
+type TableCounts struct {
+	Rules    map[string]int
+	Elements map[string]int
+}

@@ -1,0 +1,49 @@
+package nftables_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// golden compares text with testdata/<name>.golden (or rewrites it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
+}
+
+// TestGoldenFixture pins the whole table written for the flow fixture,
+// both families: every service shape of the packet-flow table.
+func TestGoldenFixture(t *testing.T) {
+	state, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	golden(t, "fixture-ip", fake.Dump(ruleset.IPv4, nftables.TableName))
+	golden(t, "fixture-ip6", fake.Dump(ruleset.IPv6, nftables.TableName))
+}

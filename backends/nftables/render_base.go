@@ -1,0 +1,105 @@
+package nftables
+
+import (
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// Shorthands for the rules below.
+var (
+	keyDst      = ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldL4Proto, ruleset.FieldDport}
+	keyNodePort = ruleset.Fields{ruleset.FieldL4Proto, ruleset.FieldDport}
+	keyHairpin  = ruleset.Fields{ruleset.FieldSaddr, ruleset.FieldDaddr}
+	newConn     = ruleset.CtState{State: "new"}
+)
+
+func jump(chain string) ruleset.Do  { return ruleset.Do{Kind: "jump", Chain: chain} }
+func gotoC(chain string) ruleset.Do { return ruleset.Do{Kind: "goto", Chain: chain} }
+func verdict(kind string) ruleset.Do {
+	return ruleset.Do{Kind: kind}
+}
+func proto(p uint8) ruleset.Cmp { return ruleset.Cmp{Field: ruleset.FieldL4Proto, Num: uint32(p)} }
+
+// Hook priorities: the filter checks run before DNAT (dstnat - 10), as
+// upstream's, so they see the service address the client used.
+const (
+	prioDstNAT       = -100
+	prioSrcNAT       = 100
+	prioFilterPreNAT = prioDstNAT - 10
+)
+
+// baseSets are the table-wide sets and maps of one family (the endpoint
+// maps are added per endpoint group).
+func baseSets(fc *familyConfig) []*ruleset.Set {
+	sets := []*ruleset.Set{
+		{Name: setServiceIPs, Kind: ruleset.VerdictMap, Key: keyDst, Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
+		{Name: setServiceNodePorts, Kind: ruleset.VerdictMap, Key: keyNodePort, Comment: "NodePort traffic"},
+		{Name: setFirewallIPs, Kind: ruleset.VerdictMap, Key: keyDst, Comment: "destinations that are subject to LoadBalancerSourceRanges"},
+		{Name: setNoEndpoints, Key: keyDst, Comment: "service addresses with no endpoints"},
+		{Name: setNoEndpointPorts, Key: keyNodePort, Comment: "NodePorts with no endpoints"},
+		{Name: setHairpin, Key: keyHairpin, Comment: "endpoint . endpoint: connections a pod makes to itself through a service"},
+		{Name: setAffinity, Kind: ruleset.DataMap, Dynamic: true, Size: DefaultAffinitySize,
+			Key: ruleset.Fields{ruleset.FieldID, ruleset.FieldSaddr}, Data: ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldDport},
+			Comment: "ClientIP session affinity: endpoint group . client -> endpoint"},
+	}
+	if len(fc.nodePortAddrs) > 0 {
+		sets = append(sets, &ruleset.Set{Name: setNodePortIPs, Key: ruleset.Fields{ruleset.FieldDaddr}, Comment: "IPs that accept NodePort traffic"})
+	}
+	return sets
+}
+
+// baseChains are the table-wide chains of one family.
+func baseChains(fc *familyConfig) []*ruleset.Chain {
+	checks := []ruleset.Rule{ruleset.R(newConn, jump(chainFirewallCheck)), ruleset.R(newConn, jump(chainEndpointsCheck))}
+	return []*ruleset.Chain{
+		{Name: chainFilterPrerouting, Hook: &ruleset.Hook{Type: "filter", Hook: "prerouting", Priority: prioFilterPreNAT}, Rules: checks},
+		{Name: chainFilterOutput, Hook: &ruleset.Hook{Type: "filter", Hook: "output", Priority: prioFilterPreNAT}, Rules: checks},
+		{Name: chainNATPrerouting, Hook: &ruleset.Hook{Type: "nat", Hook: "prerouting", Priority: prioDstNAT},
+			Rules: []ruleset.Rule{ruleset.R(jump(chainServices))}},
+		{Name: chainNATOutput, Hook: &ruleset.Hook{Type: "nat", Hook: "output", Priority: prioDstNAT},
+			Rules: []ruleset.Rule{ruleset.R(jump(chainServices))}},
+		{Name: chainNATPostrouting, Hook: &ruleset.Hook{Type: "nat", Hook: "postrouting", Priority: prioSrcNAT},
+			Rules: []ruleset.Rule{
+				ruleset.R(ruleset.CtDNAT{}, ruleset.Lookup{Key: keyHairpin, Set: setHairpin}, jump(chainMarkMasq)).WithComment("hairpin"),
+				ruleset.R(jump(chainMasquerading)),
+			}},
+		{Name: chainFirewallCheck, Rules: []ruleset.Rule{ruleset.R(ruleset.VMap{Key: keyDst, Map: setFirewallIPs})}},
+		{Name: chainEndpointsCheck, Rules: endpointsCheckRules(fc)},
+		{Name: chainMarkMasq, Rules: []ruleset.Rule{ruleset.R(ruleset.MarkSet{Bit: fc.masqueradeMark})}},
+		{Name: chainMasquerading, Rules: []ruleset.Rule{
+			ruleset.R(ruleset.MarkClear{Bit: fc.masqueradeMark}, verdict("return")),
+			ruleset.R(ruleset.MarkSet{Bit: fc.masqueradeMark, Xor: true}),
+			ruleset.R(ruleset.Masquerade{}),
+		}},
+		{Name: chainServices, Rules: []ruleset.Rule{
+			ruleset.R(ruleset.VMap{Key: keyDst, Map: setServiceIPs}),
+			ruleset.R(append(nodePortMatch(fc), ruleset.VMap{Key: keyNodePort, Map: setServiceNodePorts})...),
+		}},
+	}
+}
+
+// nodePortMatch selects the destinations that accept NodePorts: the
+// --nodeport-addresses, or else every local address but loopback.
+func nodePortMatch(fc *familyConfig) []ruleset.Expr {
+	if len(fc.nodePortAddrs) > 0 {
+		return []ruleset.Expr{ruleset.Lookup{Key: ruleset.Fields{ruleset.FieldDaddr}, Set: setNodePortIPs}}
+	}
+	return []ruleset.Expr{
+		ruleset.FibLocal{Field: ruleset.FieldDaddr},
+		ruleset.Cmp{Field: ruleset.FieldDaddr, Neq: true, Prefix: fc.loopback},
+	}
+}
+
+// endpointsCheckRules refuse new connections to service addresses without
+// endpoints: a TCP reset for TCP, ICMP port unreachable otherwise. They
+// are data-driven (set membership), so a service losing or regaining its
+// last endpoint changes elements only.
+func endpointsCheckRules(fc *familyConfig) []ruleset.Rule {
+	svc := ruleset.Lookup{Key: keyDst, Set: setNoEndpoints}
+	np := append(nodePortMatch(fc), ruleset.Lookup{Key: keyNodePort, Set: setNoEndpointPorts})
+	return []ruleset.Rule{
+		ruleset.R(proto(ruleset.ProtoTCP), svc, ruleset.Reject{TCPReset: true}),
+		ruleset.R(svc, ruleset.Reject{}),
+		ruleset.R(append(append([]ruleset.Expr{proto(ruleset.ProtoTCP)}, np...), ruleset.Reject{TCPReset: true})...),
+		ruleset.R(append(np, ruleset.Reject{})...),
+	}
+}

@@ -1,0 +1,86 @@
+package nftables
+
+import (
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// dnatRule is "meta l4proto P <match...> <dnat>", or nil without a group.
+func dnatRule(v *portView, dnat ruleset.Expr, match ...ruleset.Expr) []ruleset.Rule {
+	if dnat == nil {
+		return nil
+	}
+	exprs := append(append([]ruleset.Expr{}, match...), proto(v.proto), dnat)
+	return []ruleset.Rule{ruleset.R(exprs...)}
+}
+
+// serviceChain handles traffic to the cluster IP (kube-proxy's KUBE-SVC /
+// KUBE-SVL): masquerade what does not come from a pod, then DNAT to the
+// internal group. Under internalTrafficPolicy Local with no local
+// endpoint the DNAT finds nothing and the packet is dropped.
+func (r *portRenderer) serviceChain(v *portView, cluster, local ruleset.Expr) *ruleset.Chain {
+	c := &ruleset.Chain{Name: v.chains.service}
+	switch {
+	case r.fc.masqueradeAll:
+		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
+	case r.fc.clusterCIDR.IsValid():
+		c.Rules = append(c.Rules, ruleset.R(ruleset.Cmp{Field: ruleset.FieldSaddr, Neq: true, Prefix: r.fc.clusterCIDR}, jump(chainMarkMasq)))
+	}
+	if v.sp.InternalPolicyLocal {
+		c.Rules = append(c.Rules, dnatRule(v, local)...)
+		c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))
+		return c
+	}
+	c.Rules = append(c.Rules, dnatRule(v, cluster)...)
+	return c
+}
+
+// externalChain handles NodePort, ExternalIP and LoadBalancer IP traffic
+// (kube-proxy's KUBE-EXT). Under externalTrafficPolicy Cluster it is
+// masqueraded and sent to any endpoint. Under Local, traffic from pods and
+// from the node itself is short-circuited to any endpoint (the node's
+// masqueraded), and the rest goes to this node's endpoints only, or is
+// dropped when there is none.
+func (r *portRenderer) externalChain(v *portView, cluster, local ruleset.Expr) *ruleset.Chain {
+	c := &ruleset.Chain{Name: v.chains.external}
+	if !v.sp.ExternalPolicyLocal {
+		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
+		c.Rules = append(c.Rules, dnatRule(v, cluster)...)
+		return c
+	}
+	short := cluster
+	if short == nil || len(v.sel.Cluster) == 0 {
+		short = local
+	}
+	if r.fc.clusterCIDR.IsValid() {
+		pods := ruleset.Cmp{Field: ruleset.FieldSaddr, Prefix: r.fc.clusterCIDR}
+		c.Rules = append(c.Rules, withComment(dnatRule(v, short, pods), "short-circuit pod traffic")...)
+	}
+	fromNode := ruleset.FibLocal{Field: ruleset.FieldSaddr}
+	c.Rules = append(c.Rules, ruleset.R(fromNode, jump(chainMarkMasq)).WithComment("masquerade local traffic"))
+	c.Rules = append(c.Rules, withComment(dnatRule(v, short, fromNode), "short-circuit local traffic")...)
+	c.Rules = append(c.Rules, dnatRule(v, local)...)
+	c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))
+	return c
+}
+
+func withComment(rs []ruleset.Rule, comment string) []ruleset.Rule {
+	for i := range rs {
+		rs[i].Comment = comment
+	}
+	return rs
+}
+
+// firewallChain enforces loadBalancerSourceRanges on the LB IPs (kube-
+// proxy's KUBE-FW): allowed sources return to the filter chain, the rest
+// is dropped. nil when the port has no source ranges in this family.
+func (r *portRenderer) firewallChain(v *portView) *ruleset.Chain {
+	if len(v.lbIPs) == 0 || len(v.sourceRanges) == 0 {
+		return nil
+	}
+	c := &ruleset.Chain{Name: v.chains.firewall}
+	for _, p := range v.sourceRanges {
+		c.Rules = append(c.Rules, ruleset.R(ruleset.Cmp{Field: ruleset.FieldSaddr, Prefix: p.Masked()}, verdict("return")))
+	}
+	c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("other sources"))
+	return c
+}

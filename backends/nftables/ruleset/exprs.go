@@ -1,0 +1,185 @@
+package ruleset
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables/expr"
+)
+
+// Expr is one match or statement of a rule. Text is its nft syntax,
+// Compile its netlink expressions, Eval its meaning for the packet tracer.
+type Expr interface {
+	Text(f Family) string
+	Compile(f Family) ([]expr.Any, error)
+	Eval(p *Packet, env Env) (Result, error)
+}
+
+// Cmp compares one packet field with a value: an address prefix for
+// FieldSaddr/FieldDaddr, a number for FieldL4Proto/FieldDport.
+type Cmp struct {
+	Field  Field
+	Neq    bool
+	Prefix netip.Prefix
+	Num    uint32
+}
+
+// Text gives e.g. "ip saddr != 10.0.0.0/8" or "th dport 80".
+func (c Cmp) Text(f Family) string {
+	op := " "
+	if c.Neq {
+		op = " != "
+	}
+	val := Value{Num: c.Num}.Text(c.Field)
+	if c.Field == FieldSaddr || c.Field == FieldDaddr {
+		val = c.Prefix.String()
+		if c.Prefix.IsSingleIP() {
+			val = c.Prefix.Addr().String()
+		}
+	}
+	return c.Field.Text(f) + op + val
+}
+
+// Lookup matches when the concatenated fields are (or with Neq, are not)
+// an element of a set.
+type Lookup struct {
+	Key Fields
+	Set string
+	Neq bool
+}
+
+// Text gives e.g. "ip daddr . meta l4proto . th dport @no-endpoint-services".
+func (l Lookup) Text(f Family) string {
+	op := " @"
+	if l.Neq {
+		op = " != @"
+	}
+	return l.Key.Text(f) + op + l.Set
+}
+
+// VMap dispatches on a verdict map: a miss continues with the next rule.
+type VMap struct {
+	Key Fields
+	Map string
+}
+
+// Text gives e.g. "ip daddr . meta l4proto . th dport vmap @service-ips".
+func (v VMap) Text(f Family) string { return v.Key.Text(f) + " vmap @" + v.Map }
+
+// FibLocal matches when the source (or destination) address is one of the
+// node's own (fib ... type local).
+type FibLocal struct {
+	Field Field // FieldSaddr or FieldDaddr
+	Neq   bool
+}
+
+// Text gives "fib daddr type local".
+func (fl FibLocal) Text(Family) string {
+	which := "daddr"
+	if fl.Field == FieldSaddr {
+		which = "saddr"
+	}
+	op := " "
+	if fl.Neq {
+		op = " != "
+	}
+	return "fib " + which + " type" + op + "local"
+}
+
+// CtState matches the conntrack state "new" or "invalid".
+type CtState struct{ State string }
+
+// Text gives "ct state new".
+func (c CtState) Text(Family) string { return "ct state " + c.State }
+
+// CtDNAT matches connections whose destination was NATed.
+type CtDNAT struct{}
+
+// Text gives "ct status dnat".
+func (CtDNAT) Text(Family) string { return "ct status dnat" }
+
+// MarkClear matches packets whose mark has the bit clear.
+type MarkClear struct{ Bit uint32 }
+
+// Text gives "meta mark & 0x00004000 == 0x00000000".
+func (m MarkClear) Text(Family) string {
+	return fmt.Sprintf("meta mark & %#08x == 0", m.Bit)
+}
+
+// MarkSet sets (or, with Xor, toggles) a bit of the packet mark.
+type MarkSet struct {
+	Bit uint32
+	Xor bool
+}
+
+// Text gives "meta mark set meta mark | 0x00004000".
+func (m MarkSet) Text(Family) string {
+	op := "|"
+	if m.Xor {
+		op = "^"
+	}
+	return fmt.Sprintf("meta mark set meta mark %s %#08x", op, m.Bit)
+}
+
+// Do is a verdict statement: jump, goto, return, drop or accept.
+type Do Verdict
+
+// Text gives "goto chain".
+func (d Do) Text(Family) string { return Verdict(d).Text() }
+
+// Masquerade rewrites the source to the outgoing interface's address.
+type Masquerade struct{}
+
+// Text gives "masquerade fully-random".
+func (Masquerade) Text(Family) string { return "masquerade fully-random" }
+
+// Reject refuses the packet: a TCP reset, or ICMP port unreachable.
+type Reject struct{ TCPReset bool }
+
+// Text gives "reject with tcp reset" or "reject".
+func (r Reject) Text(Family) string {
+	if r.TCPReset {
+		return "reject with tcp reset"
+	}
+	return "reject"
+}
+
+// DNAT picks a slot of an endpoint group at random and DNATs to the
+// endpoint the group's interval map holds for it:
+// "dnat ip to numgen random mod 65536 offset O map @endpoints-P".
+// Groups share maps (see the backend): Offset is the group's first slot.
+type DNAT struct {
+	Map    string
+	Offset uint32
+}
+
+// Text gives the nft statement.
+func (d DNAT) Text(f Family) string {
+	return fmt.Sprintf("dnat %s to %s map @%s", f, slotText(d.Offset), d.Map)
+}
+
+func slotText(offset uint32) string {
+	if offset == 0 {
+		return fmt.Sprintf("numgen random mod %d", SlotSpace)
+	}
+	return fmt.Sprintf("numgen random mod %d offset %d", SlotSpace, offset)
+}
+
+// AffinityDNAT is DNAT with ClientIP session affinity: the first
+// connection of a client draws an endpoint as DNAT does and records it in
+// the affinity map under (group, client address) with a timeout; later
+// connections within the timeout refresh the entry and go to the recorded
+// endpoint. One rule does both, so the draw and the DNAT cannot disagree.
+type AffinityDNAT struct {
+	DNAT
+	Group    uint32
+	Affinity string
+	Timeout  uint32 // seconds
+}
+
+// Text gives the statement as nft prints it.
+func (a AffinityDNAT) Text(f Family) string {
+	key := fmt.Sprintf("%d . %s saddr", a.Group, f)
+	return fmt.Sprintf("update @%s { %s timeout %ds : %s map @%s } dnat %s to %s map @%s",
+		a.Affinity, key, a.Timeout, slotText(a.Offset), a.Map, f, key, a.Affinity)
+}

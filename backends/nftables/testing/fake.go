@@ -1,0 +1,171 @@
+package testing
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// Fake is a strict, stateful stand-in for the kernel's nf_tables: it keeps
+// the tables, applies each transaction atomically (all or nothing),
+// rejects what the kernel would (see ruleset.Table.ApplyOp), counts
+// generations like the kernel, and dumps canonical text.
+type Fake struct {
+	mu     sync.Mutex
+	tables map[tableKey]*ruleset.Table
+	gen    uint32
+	// Transactions records every committed transaction, in order.
+	Transactions []*ruleset.Transaction
+	// FailNext, when set, makes the next Run fail with it and commit
+	// nothing (as a kernel rejecting a batch would).
+	FailNext error
+}
+
+type tableKey struct {
+	family ruleset.Family
+	name   string
+}
+
+var _ nftables.Conn = (*Fake)(nil)
+
+// NewFake returns an empty fake.
+func NewFake() *Fake { return &Fake{tables: map[tableKey]*ruleset.Table{}} }
+
+// Run implements nftables.Conn.
+func (f *Fake) Run(_ context.Context, tx *ruleset.Transaction) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.FailNext; err != nil {
+		f.FailNext = nil
+		return err
+	}
+	key := tableKey{tx.Family, tx.Table}
+	t := f.tables[key]
+	if t != nil {
+		t = t.Clone()
+	}
+	for i := range tx.Ops {
+		op := &tx.Ops[i]
+		switch op.Kind {
+		case ruleset.OpAddTable:
+			if t == nil {
+				t = ruleset.NewTable(tx.Family, tx.Table)
+			}
+			continue
+		case ruleset.OpDeleteTable:
+			if t == nil {
+				return fmt.Errorf("delete table %s %s: %w", tx.Family, tx.Table, ruleset.ErrNotFound)
+			}
+			t = nil
+			continue
+		}
+		if t == nil {
+			return fmt.Errorf("%s: table %s %s: %w", op.String(), tx.Family, tx.Table, ruleset.ErrNotFound)
+		}
+		if err := t.ApplyOp(op); err != nil {
+			return fmt.Errorf("operation %d: %w", i, err)
+		}
+	}
+	if t == nil {
+		delete(f.tables, key)
+	} else {
+		f.tables[key] = t
+	}
+	f.gen++
+	f.Transactions = append(f.Transactions, tx)
+	return nil
+}
+
+// ListObjects implements nftables.Conn.
+func (f *Fake) ListObjects(_ context.Context, fam ruleset.Family, table string) (nftables.TableObjects, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[tableKey{fam, table}]
+	if t == nil {
+		return nftables.TableObjects{}, false, nil
+	}
+	return nftables.TableObjects{
+		Chains: slices.Sorted(maps.Keys(t.Chains)),
+		Sets:   slices.Sorted(maps.Keys(t.Sets)),
+	}, true, nil
+}
+
+// Counts implements nftables.Conn.
+func (f *Fake) Counts(_ context.Context, fam ruleset.Family, table string) (nftables.TableCounts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[tableKey{fam, table}]
+	if t == nil {
+		return nftables.TableCounts{}, fmt.Errorf("table %s %s: %w", fam, table, ruleset.ErrNotFound)
+	}
+	c := nftables.TableCounts{Rules: map[string]int{}, Elements: map[string]int{}}
+	for n, ch := range t.Chains {
+		c.Rules[n] = len(ch.Rules)
+	}
+	for n, s := range t.Sets {
+		c.Elements[n] = len(s.Elements)
+	}
+	return c, nil
+}
+
+// Generation implements nftables.Conn.
+func (f *Fake) Generation(context.Context) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen, nil
+}
+
+// Elements implements nftables.Conn.
+func (f *Fake) Elements(_ context.Context, fam ruleset.Family, table, set string) ([]ruleset.Element, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[tableKey{fam, table}]
+	if t == nil {
+		return nil, fmt.Errorf("table %s %s: %w", fam, table, ruleset.ErrNotFound)
+	}
+	els, ok := t.Elements(set)
+	if !ok {
+		return nil, fmt.Errorf("set %s: %w", set, ruleset.ErrNotFound)
+	}
+	return els, nil
+}
+
+// Table returns a copy of a table, or nil.
+func (f *Fake) Table(fam ruleset.Family, name string) *ruleset.Table {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.tables[tableKey{fam, name}]; t != nil {
+		return t.Clone()
+	}
+	return nil
+}
+
+// Dump is the canonical text of a table ("" if it does not exist).
+func (f *Fake) Dump(fam ruleset.Family, name string) string {
+	if t := f.Table(fam, name); t != nil {
+		return t.Dump()
+	}
+	return ""
+}
+
+// Tamper runs fn on a table as another program would: outside any
+// transaction of the backend, bumping the generation.
+func (f *Fake) Tamper(fam ruleset.Family, name string, fn func(t *ruleset.Table)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.tables[tableKey{fam, name}])
+	f.gen++
+}
+
+// DeleteTable removes a table as `nft delete table` would.
+func (f *Fake) DeleteTable(fam ruleset.Family, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tables, tableKey{fam, name})
+	f.gen++
+}

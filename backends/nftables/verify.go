@@ -1,0 +1,66 @@
+package nftables
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/klog/v2"
+)
+
+// verify reports whether the table still holds what was written. It is
+// cheap when nothing happened: if the ruleset generation is the one after
+// our last commit, no program committed anything since. Otherwise it
+// counts the rules of every chain and the elements of every set (one
+// dump each) and compares them with what was written: a deleted table, a
+// flushed chain or a deleted element shows up as a difference, and the
+// caller then rewrites everything.
+func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
+	gen, err := conn.Generation(ctx)
+	if err == nil && gen == f.generation {
+		return true, nil
+	}
+	if _, exists, err := conn.ListObjects(ctx, f.fc.nft, TableName); err != nil {
+		return false, fmt.Errorf("listing table: %w", err)
+	} else if !exists {
+		klog.InfoS("nftables table is gone; rewriting it", "family", f.fc.nft, "table", TableName)
+		return false, nil
+	}
+	counts, err := conn.Counts(ctx, f.fc.nft, TableName)
+	if err != nil {
+		return false, fmt.Errorf("counting table contents: %w", err)
+	}
+	if what := f.mismatch(counts); what != "" {
+		klog.InfoS("nftables table differs from what was written; rewriting it", "family", f.fc.nft, "difference", what)
+		return false, nil
+	}
+	f.generation = gen
+	return true, nil
+}
+
+// mismatch names the first difference between the counts and what was
+// written, or "".
+func (f *familySync) mismatch(c TableCounts) string {
+	want := map[string]int{}
+	for name, m := range f.base {
+		want[name] = m.rules
+	}
+	for _, p := range f.ports {
+		for name, m := range p.chains {
+			want[name] = m.rules
+		}
+	}
+	for name, n := range want {
+		if got, ok := c.Rules[name]; !ok || got != n {
+			return fmt.Sprintf("chain %s has %d rules, %d written", name, got, n)
+		}
+	}
+	for name := range f.sets {
+		if name == setAffinity {
+			continue
+		}
+		if got, n := c.Elements[name], len(f.refs[name]); got != n {
+			return fmt.Sprintf("set %s has %d elements, %d written", name, got, n)
+		}
+	}
+	return ""
+}
