@@ -3,9 +3,7 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -75,7 +73,7 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	d := f.renderAll(st)
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
 	tx.AddTable()
-	writeFull(tx, existing, d)
+	d.write(tx, existing)
 	if err := conn.Run(ctx, tx); err != nil {
 		return syncResult{full: true}, err
 	}
@@ -121,7 +119,7 @@ func (f *familySync) renderAll(st *proxier.State) *desiredTable {
 	return d
 }
 
-func writeFull(tx *ruleset.Transaction, existing TableObjects, d *desiredTable) {
+func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
 	wantChain, wantSet := map[string]bool{}, map[string]bool{}
 	for _, c := range existing.Chains {
 		tx.FlushChain(c)
@@ -154,9 +152,9 @@ func writeFull(tx *ruleset.Transaction, existing TableObjects, d *desiredTable) 
 			tx.AddRule(c.Name, r)
 		}
 	}
-	for _, s := range slices.Sorted(maps.Keys(d.refs)) {
-		els := make([]ruleset.Element, 0, len(d.refs[s]))
-		for _, r := range d.refs[s] {
+	for _, s := range d.sets {
+		els := make([]ruleset.Element, 0, len(d.refs[s.Name]))
+		for _, r := range d.refs[s.Name] {
 			els = append(els, r.el)
 		}
 		tx.AddElements(s, els)

@@ -22,9 +22,6 @@ type Conn interface {
 	// Generation is the ruleset's generation: it changes with every
 	// committed transaction, from any program.
 	Generation(ctx context.Context) (uint32, error)
-	// Elements lists the elements of a set (the affinity map, to purge
-	// entries of endpoints that are gone).
-	Elements(ctx context.Context, f ruleset.Family, table, set string) ([]ruleset.Element, error)
 }
 
 // TableObjects names what a table holds.

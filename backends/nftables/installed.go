@@ -135,10 +135,10 @@ func subtract(s *ruleset.Set, a, b []ruleset.Element) []ruleset.Element {
 // write appends the element operations: all deletions, then additions.
 func (d *refDelta) write(tx *ruleset.Transaction) {
 	for _, set := range slices.Sorted(maps.Keys(d.deletes)) {
-		tx.DeleteElements(set, d.deletes[set])
+		tx.DeleteElements(d.sets[set], d.deletes[set])
 	}
 	for _, set := range slices.Sorted(maps.Keys(d.adds)) {
-		tx.AddElements(set, d.adds[set])
+		tx.AddElements(d.sets[set], d.adds[set])
 	}
 }
 

@@ -38,8 +38,8 @@ func baseSets(fc *familyConfig) []*ruleset.Set {
 		{Name: setNoEndpointPorts, Key: keyNodePort, Comment: "NodePorts with no endpoints"},
 		{Name: setHairpin, Key: keyHairpin, Comment: "endpoint . endpoint: connections a pod makes to itself through a service"},
 		{Name: setAffinity, Kind: ruleset.DataMap, Dynamic: true, Size: DefaultAffinitySize,
-			Key: ruleset.Fields{ruleset.FieldID, ruleset.FieldSaddr}, Data: ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldDport},
-			Comment: "ClientIP session affinity: endpoint group . client -> endpoint"},
+			Key: ruleset.AffinityKey(), Data: ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldDport},
+			Comment: "ClientIP session affinity: client . service address . port -> endpoint"},
 	}
 	if len(fc.nodePortAddrs) > 0 {
 		sets = append(sets, &ruleset.Set{Name: setNodePortIPs, Key: ruleset.Fields{ruleset.FieldDaddr}, Comment: "IPs that accept NodePort traffic"})

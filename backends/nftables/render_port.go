@@ -116,7 +116,7 @@ func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []prox
 	o.add(endpointMap(id), groupElements(id, order)...)
 	d := ruleset.DNAT{Map: endpointMap(id), Offset: groupOffset(id)}
 	if t := v.sp.AffinityTimeoutSeconds; t > 0 {
-		return ruleset.AffinityDNAT{DNAT: d, Group: id, Affinity: setAffinity, Timeout: uint32(t)}
+		return ruleset.AffinityDNAT{DNAT: d, Affinity: setAffinity, Timeout: uint32(t)}
 	}
 	return d
 }

@@ -1,7 +1,6 @@
 package ruleset
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"time"
@@ -258,18 +257,20 @@ func (d DNAT) Compile(f Family) ([]expr.Any, error) {
 		natTo(f, reg32)), nil
 }
 
-// Compile implements Expr. Registers: group id, client address (the
-// affinity key), the drawn slot, then the endpoint (address, port).
+// Compile implements Expr. Registers: the affinity key (client address,
+// service address, service port, all loaded from the packet), then the
+// slot. The map records the drawn slot in host order (as nft stores a
+// numgen value), not the endpoint: nft 1.0 aborts
+// when printing a map update whose data comes from another map lookup,
+// and an operator's `nft list ruleset` must never crash.
 func (a AffinityDNAT) Compile(f Family) ([]expr.Any, error) {
 	key := uint32(reg32)
-	addrRegs := uint32(f.AddrLen() / 4)
-	slot := key + 1 + addrRegs
-	ep := slot + 1
-	saddr, err := load(f, FieldSaddr, key+1)
+	out, err := loadConcat(f, affinityKey, key)
 	if err != nil {
 		return nil, err
 	}
-	out := []expr.Any{&expr.Immediate{Register: key, Data: binary.BigEndian.AppendUint32(nil, a.Group)}, saddr}
+	slot := key + uint32(affinityKey.Len(f)/4)
+	ep := slot + 1
 	out = append(out, drawSlot(a.Offset, slot)...)
 	return append(out,
 		&expr.Lookup{SourceRegister: slot, DestRegister: ep, IsDestRegSet: true, SetName: a.Map},

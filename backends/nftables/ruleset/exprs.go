@@ -166,20 +166,29 @@ func slotText(offset uint32) string {
 }
 
 // AffinityDNAT is DNAT with ClientIP session affinity: the first
-// connection of a client draws an endpoint as DNAT does and records it in
-// the affinity map under (group, client address) with a timeout; later
-// connections within the timeout refresh the entry and go to the recorded
-// endpoint. One rule does both, so the draw and the DNAT cannot disagree.
+// connection of a client draws a slot as DNAT does and records it in the
+// affinity map under (client, service address, port) with a timeout;
+// later connections within the timeout refresh the entry and go to the
+// endpoint holding the recorded slot. One rule does both, so the draw and
+// the DNAT cannot disagree. A client stays with its endpoint while the
+// endpoint stays (a replaced endpoint's slots go to its replacement);
+// when the group grows or shrinks the slots are redrawn and a client whose
+// slot changed hands moves.
 type AffinityDNAT struct {
 	DNAT
-	Group    uint32
 	Affinity string
 	Timeout  uint32 // seconds
 }
 
+// affinityKey is the key of the affinity map.
+var affinityKey = Fields{FieldSaddr, FieldDaddr, FieldDport}
+
+// AffinityKey is the key of the affinity map.
+func AffinityKey() Fields { return affinityKey }
+
 // Text gives the statement as nft prints it.
 func (a AffinityDNAT) Text(f Family) string {
-	key := fmt.Sprintf("%d . %s saddr", a.Group, f)
-	return fmt.Sprintf("update @%s { %s timeout %ds : %s map @%s } dnat %s to %s map @%s",
-		a.Affinity, key, a.Timeout, slotText(a.Offset), a.Map, f, key, a.Affinity)
+	key := affinityKey.Text(f)
+	return fmt.Sprintf("update @%s { %s timeout %ds : %s } dnat %s to %s map @%s map @%s",
+		a.Affinity, key, a.Timeout, slotText(a.Offset), f, key, a.Affinity, a.Map)
 }

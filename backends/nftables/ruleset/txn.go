@@ -113,16 +113,18 @@ func (t *Transaction) DeleteSet(name string) {
 }
 
 // AddElements adds elements to a set; a key already present is an error.
-func (t *Transaction) AddElements(set string, els []Element) {
+// The set's definition travels with them: the kernel's encoding of a
+// value depends on the field it belongs to.
+func (t *Transaction) AddElements(set *Set, els []Element) {
 	if len(els) > 0 {
-		t.Ops = append(t.Ops, Op{Kind: OpAddElements, Name: set, Elements: els})
+		t.Ops = append(t.Ops, Op{Kind: OpAddElements, Name: set.Name, Set: set, Elements: els})
 	}
 }
 
 // DeleteElements deletes elements, by key, from a set.
-func (t *Transaction) DeleteElements(set string, els []Element) {
+func (t *Transaction) DeleteElements(set *Set, els []Element) {
 	if len(els) > 0 {
-		t.Ops = append(t.Ops, Op{Kind: OpDeleteElements, Name: set, Elements: els})
+		t.Ops = append(t.Ops, Op{Kind: OpDeleteElements, Name: set.Name, Set: set, Elements: els})
 	}
 }
 

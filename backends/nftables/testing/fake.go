@@ -120,21 +120,6 @@ func (f *Fake) Generation(context.Context) (uint32, error) {
 	return f.gen, nil
 }
 
-// Elements implements nftables.Conn.
-func (f *Fake) Elements(_ context.Context, fam ruleset.Family, table, set string) ([]ruleset.Element, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := f.tables[tableKey{fam, table}]
-	if t == nil {
-		return nil, fmt.Errorf("table %s %s: %w", fam, table, ruleset.ErrNotFound)
-	}
-	els, ok := t.Elements(set)
-	if !ok {
-		return nil, fmt.Errorf("set %s: %w", set, ruleset.ErrNotFound)
-	}
-	return els, nil
-}
-
 // Table returns a copy of a table, or nil.
 func (f *Fake) Table(fam ruleset.Family, name string) *ruleset.Table {
 	f.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -32,6 +33,8 @@ func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (prox
 		return newUserspaceBackend(o, reg)
 	case ModeIPVS:
 		return newIPVSBackend(o, reg)
+	case ModeNFTables:
+		return newNFTablesBackend(o, reg)
 	}
 	return nil, fmt.Errorf("unknown proxy mode %q", o.Mode)
 }
@@ -81,6 +84,21 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		cfg.Conntrack = table
 	}
 	return userspace.New(cfg)
+}
+
+// newNFTablesBackend programs nf_tables over netlink in this network
+// namespace (its own "kube-proxy" tables, nothing else).
+func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backend, error) {
+	bit := int32(o.MasqueradeBit)
+	return nftables.New(nftables.Config{
+		Families:          families(o),
+		ClusterCIDRs:      o.ClusterCIDRs,
+		MasqueradeAll:     o.MasqueradeAll,
+		MasqueradeBit:     &bit,
+		NodePortAddresses: o.NodePortAddresses,
+		Conn:              nftables.NewNetlinkConn(),
+		Registerer:        reg,
+	})
 }
 
 func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
@@ -138,6 +156,11 @@ func cleanupAll(ctx context.Context, o *Options) error {
 		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
+	}
+	if b, err := newNFTablesBackend(&all, nil); err != nil {
+		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
+	} else if err := b.Cleanup(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
 	}
 	if b, err := newUserspaceBackend(&all, nil); err != nil {
 		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))

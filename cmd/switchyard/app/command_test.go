@@ -294,8 +294,8 @@ func TestCommandInvalid(t *testing.T) {
 		args []string
 		want []string // each must appear in the error
 	}{
-		{"mode flag", []string{"--proxy-mode=bogus"}, []string{`invalid --proxy-mode "bogus": must be one of iptables, ipvs, userspace`}},
-		{"mode file", file("mode: nftables\n"), []string{`invalid mode "nftables": must be one of iptables, ipvs, userspace`}},
+		{"mode flag", []string{"--proxy-mode=bogus"}, []string{`invalid --proxy-mode "bogus": must be one of iptables, ipvs, nftables, userspace`}},
+		{"mode file", file("mode: kernelspace\n"), []string{`invalid mode "kernelspace": must be one of iptables, ipvs, nftables, userspace`}},
 		{"cluster cidr file", file("clusterCIDR: notacidr\n"), []string{`invalid clusterCIDR "notacidr": `}},
 		{"cluster cidr flag", []string{"--cluster-cidr=10.0.0.0/33"}, []string{`invalid --cluster-cidr "10.0.0.0/33": `}},
 		{"cluster cidr same family", []string{"--cluster-cidr=10.0.0.0/8,192.168.0.0/16"}, []string{`invalid --cluster-cidr "10.0.0.0/8,192.168.0.0/16": at most one CIDR per IP family`}},

@@ -134,6 +134,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "healthz-bind-address", &r.HealthzBindAddress, k.HealthzBindAddress)
 	fromFile(r, "iptables-sync-period", &r.IPTablesSyncPeriod, k.IPTables.SyncPeriod.Duration)
 	fromFile(r, "iptables-min-sync-period", &r.IPTablesMinSyncPeriod, k.IPTables.MinSyncPeriod.Duration)
+	r.applyNFTablesSection(k)
 	fromFile(r, "ipvs-scheduler", &r.IPVSScheduler, k.IPVS.Scheduler)
 	fromFile(r, "ipvs-sync-period", &r.IPVSSyncPeriod, k.IPVS.SyncPeriod.Duration)
 	fromFile(r, "ipvs-min-sync-period", &r.IPVSMinSyncPeriod, k.IPVS.MinSyncPeriod.Duration)
@@ -148,6 +149,23 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 
 // fromFile sets *dst to v, and records that the file set it, unless v is the
 // zero value.
+// applyNFTablesSection takes kube-proxy's "nftables:" settings when the
+// file selects nftables mode: they override the iptables section's, as
+// the nftables mode has no flags of its own (it reads --masquerade-all,
+// --iptables-masquerade-bit and the --iptables-*sync-period flags).
+func (r *rawConfig) applyNFTablesSection(k *kubeproxyv1alpha1.KubeProxyConfiguration) {
+	if k.Mode != "nftables" {
+		return
+	}
+	fromFile(r, "masquerade-all", &r.MasqueradeAll, k.NFTables.MasqueradeAll)
+	if k.NFTables.MasqueradeBit != nil {
+		r.MasqueradeBit = *k.NFTables.MasqueradeBit
+		r.fromFile["iptables-masquerade-bit"] = true
+	}
+	fromFile(r, "iptables-sync-period", &r.IPTablesSyncPeriod, k.NFTables.SyncPeriod.Duration)
+	fromFile(r, "iptables-min-sync-period", &r.IPTablesMinSyncPeriod, k.NFTables.MinSyncPeriod.Duration)
+}
+
 func fromFile[T comparable](r *rawConfig, flag string, dst *T, v T) {
 	var zero T
 	if v == zero {

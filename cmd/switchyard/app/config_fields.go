@@ -100,7 +100,7 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		{"logging.vmodule", len(k.Logging.VModule) > 0},
 		{"iptables.localhostNodePorts", k.IPTables.LocalhostNodePorts != nil},
 		{"ipvs.excludeCIDRs", len(k.IPVS.ExcludeCIDRs) > 0},
-		{"nftables", !reflect.ValueOf(k.NFTables).IsZero()},
+		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
 		{"detectLocalMode", k.DetectLocalMode != "" && k.DetectLocalMode != "ClusterCIDR"},
 		{"detectLocal", !reflect.ValueOf(k.DetectLocal).IsZero()},

@@ -12,6 +12,7 @@ type Mode string
 const (
 	ModeIPTables  Mode = "iptables"
 	ModeIPVS      Mode = "ipvs"
+	ModeNFTables  Mode = "nftables"
 	ModeUserspace Mode = "userspace"
 )
 

@@ -73,10 +73,10 @@ func (r *rawConfig) options() (*Options, error) {
 func (v *validator) mode() Mode {
 	m := Mode(v.raw.Mode)
 	switch m {
-	case ModeIPTables, ModeIPVS, ModeUserspace:
+	case ModeIPTables, ModeIPVS, ModeNFTables, ModeUserspace:
 		return m
 	}
-	v.fail("proxy-mode", v.raw.Mode, "must be one of iptables, ipvs, userspace")
+	v.fail("proxy-mode", v.raw.Mode, "must be one of iptables, ipvs, nftables, userspace")
 	return ""
 }
 

@@ -1,0 +1,291 @@
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	gnft "github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// NetlinkConn talks to nf_tables over netlink in the caller's network
+// namespace (github.com/google/nftables builds the messages). Every Run is
+// one batch: the kernel commits it whole or not at all.
+type NetlinkConn struct {
+	// bufferBytes sizes the socket buffers: a full sync at 10k services
+	// is one batch of tens of MB, and the kernel acknowledges every
+	// message of it.
+	bufferBytes int
+}
+
+var _ Conn = (*NetlinkConn)(nil)
+
+// NewNetlinkConn returns a connection to this network namespace.
+func NewNetlinkConn() *NetlinkConn { return &NetlinkConn{bufferBytes: 256 << 20} }
+
+// maxElementsPerMessage keeps one element message below netlink's 64 KiB
+// attribute limit (an IPv6 endpoint-map element takes ~60 bytes).
+const maxElementsPerMessage = 512
+
+// Run implements Conn.
+func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
+	c, err := gnft.New(gnft.WithSockOptions(n.buffers))
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	b := &batch{c: c, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
+	for i := range tx.Ops {
+		if err := b.add(&tx.Ops[i]); err != nil {
+			return fmt.Errorf("operation %d (%s): %w", i, tx.Ops[i].String(), err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return summarize(err)
+	}
+	return nil
+}
+
+// summarize keeps the first of the kernel's errors: it answers every
+// message of a rejected batch, often with the same error.
+func summarize(err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) <= 2 {
+		return fmt.Errorf("nf_tables rejected the transaction: %w", err)
+	}
+	first := strings.TrimSpace(lines[0])
+	return fmt.Errorf("nf_tables rejected the transaction: %s (and %d more errors)", first, len(lines)-1)
+}
+
+func (n *NetlinkConn) buffers(nc *netlink.Conn) error {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, n.bufferBytes); e != nil {
+				serr = fmt.Errorf("setsockopt %d: %w", opt, e)
+			}
+		}
+	})
+	return errors.Join(err, serr)
+}
+
+func nftFamily(f ruleset.Family) gnft.TableFamily {
+	if f == ruleset.IPv6 {
+		return gnft.TableFamilyIPv6
+	}
+	return gnft.TableFamilyIPv4
+}
+
+// batch translates operations into netlink messages.
+type batch struct {
+	c     *gnft.Conn
+	fam   ruleset.Family
+	table *gnft.Table
+	sets  map[string]*gnft.Set
+}
+
+func (b *batch) add(o *ruleset.Op) error {
+	switch o.Kind {
+	case ruleset.OpAddTable:
+		b.c.AddTable(b.table)
+	case ruleset.OpDeleteTable:
+		b.c.DelTable(b.table)
+	case ruleset.OpAddChain:
+		b.c.AddChain(b.chain(o.Chain))
+	case ruleset.OpFlushChain:
+		b.c.FlushChain(&gnft.Chain{Name: o.Name, Table: b.table})
+	case ruleset.OpDeleteChain:
+		b.c.DelChain(&gnft.Chain{Name: o.Name, Table: b.table})
+	case ruleset.OpAddRule:
+		return b.rule(o.Name, o.Rule)
+	case ruleset.OpAddSet:
+		s := b.set(o.Set)
+		b.sets[s.Name] = s
+		return b.c.AddSet(s, nil)
+	case ruleset.OpFlushSet:
+		b.c.FlushSet(&gnft.Set{Name: o.Name, Table: b.table})
+	case ruleset.OpDeleteSet:
+		b.c.DelSet(&gnft.Set{Name: o.Name, Table: b.table})
+	case ruleset.OpAddElements, ruleset.OpDeleteElements:
+		return b.elements(o)
+	default:
+		return fmt.Errorf("unknown operation %v", o.Kind)
+	}
+	return nil
+}
+
+var hookNums = map[string]*gnft.ChainHook{
+	"prerouting": gnft.ChainHookPrerouting, "input": gnft.ChainHookInput, "forward": gnft.ChainHookForward,
+	"output": gnft.ChainHookOutput, "postrouting": gnft.ChainHookPostrouting,
+}
+
+func (b *batch) chain(c *ruleset.Chain) *gnft.Chain {
+	ch := &gnft.Chain{Name: c.Name, Table: b.table}
+	if h := c.Hook; h != nil {
+		policy := gnft.ChainPolicyAccept
+		prio := gnft.ChainPriority(h.Priority)
+		ch.Type, ch.Hooknum, ch.Priority, ch.Policy = gnft.ChainType(h.Type), hookNums[h.Hook], &prio, &policy
+	}
+	return ch
+}
+
+func (b *batch) rule(chain string, r ruleset.Rule) error {
+	exprs, err := r.Compile(b.fam)
+	if err != nil {
+		return err
+	}
+	nr := &gnft.Rule{Table: b.table, Chain: &gnft.Chain{Name: chain, Table: b.table}, Exprs: exprs}
+	if r.Comment != "" {
+		nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.Comment)
+	}
+	b.c.AddRule(nr)
+	return nil
+}
+
+// set describes a set to the kernel. It is named by the operations on
+// it; the properties matter only where the set is created.
+func (b *batch) set(s *ruleset.Set) *gnft.Set {
+	ns := &gnft.Set{
+		Table: b.table, Name: s.Name, IsMap: s.Kind != ruleset.PlainSet,
+		Interval: s.Interval, Dynamic: s.Dynamic, HasTimeout: s.Dynamic,
+		Concatenation: len(s.Key) > 1, Size: s.Size, Comment: s.Comment,
+		KeyType: setType(b.fam, s.Key),
+	}
+	if s.Interval {
+		ns.KeyByteOrder = binaryutil.BigEndian
+	}
+	switch s.Kind {
+	case ruleset.VerdictMap:
+		ns.DataType = gnft.TypeVerdict
+	case ruleset.DataMap:
+		ns.DataType = setType(b.fam, s.Data)
+		if s.Dynamic {
+			ns.DataType = unpadded(ns.DataType, b.fam)
+		}
+	}
+	return ns
+}
+
+// unpadded gives the data type of address . port with its unpadded
+// length (6 or 18 bytes). nft 1.0 aborts when printing a map update whose
+// data, taken from another map lookup, is shorter than the map's data
+// length; the kernel copies the unpadded length, address then port.
+func unpadded(t gnft.SetDatatype, f ruleset.Family) gnft.SetDatatype {
+	u := gnft.SetDatatype{Name: t.Name, Bytes: uint32(f.AddrLen() + 2)}
+	u.SetNFTMagic(t.GetNFTMagic())
+	return u
+}
+
+func setType(f ruleset.Family, fs ruleset.Fields) gnft.SetDatatype {
+	types := make([]gnft.SetDatatype, len(fs))
+	for i, fl := range fs {
+		switch fl {
+		case ruleset.FieldSaddr, ruleset.FieldDaddr:
+			types[i] = gnft.TypeIPAddr
+			if f == ruleset.IPv6 {
+				types[i] = gnft.TypeIP6Addr
+			}
+		case ruleset.FieldL4Proto:
+			types[i] = gnft.TypeInetProto
+		case ruleset.FieldDport:
+			types[i] = gnft.TypeInetService
+		default:
+			// A fixed-size 32-bit type: nft gives "integer" no size
+			// and cannot print a lookup whose key is such a value.
+			types[i] = gnft.TypeMark
+		}
+	}
+	if len(types) == 1 {
+		return types[0]
+	}
+	return gnft.MustConcatSetType(types...)
+}
+
+func (b *batch) elements(o *ruleset.Op) error {
+	s := b.sets[o.Name]
+	if s == nil {
+		s = &gnft.Set{Name: o.Name, Table: b.table}
+	}
+	var els []gnft.SetElement
+	for i := range o.Elements {
+		els = append(els, encodeElement(b.fam, o.Set, &o.Elements[i])...)
+	}
+	for len(els) > 0 {
+		n := min(len(els), maxElementsPerMessage)
+		if n < len(els) && els[n].IntervalEnd {
+			n++ // keep a range's start and end in one message
+		}
+		var err error
+		if o.Kind == ruleset.OpAddElements {
+			err = b.c.SetAddElements(s, els[:n])
+		} else {
+			err = b.c.SetDeleteElements(s, els[:n])
+		}
+		if err != nil {
+			return err
+		}
+		els = els[n:]
+	}
+	return nil
+}
+
+// encodeElement gives the kernel's form of an element: an interval is a
+// start element and an end element one past its last value.
+func encodeElement(f ruleset.Family, s *ruleset.Set, e *ruleset.Element) []gnft.SetElement {
+	out := gnft.SetElement{Key: encodeValues(s.Key, e.Key), Val: encodeValues(s.Data, e.Data)}
+	if e.Verdict != nil {
+		out.VerdictData = &expr.Verdict{Kind: verdictKind(e.Verdict.Kind), Chain: e.Verdict.Chain}
+	}
+	if e.KeyEnd == nil {
+		return []gnft.SetElement{out}
+	}
+	end := binary.BigEndian.AppendUint32(nil, e.KeyEnd[0].Num+1)
+	return []gnft.SetElement{out, {Key: end, IntervalEnd: true}}
+}
+
+func verdictKind(k string) expr.VerdictKind {
+	switch k {
+	case "jump":
+		return expr.VerdictJump
+	case "goto":
+		return expr.VerdictGoto
+	case "drop":
+		return expr.VerdictDrop
+	case "return":
+		return expr.VerdictReturn
+	}
+	return expr.VerdictAccept
+}
+
+// encodeValues lays values out as the registers hold them: an address in
+// network order; the protocol byte and the port (network order) each
+// zero-padded to 4 bytes, as meta and payload loads leave them; slots and
+// group identifiers big-endian.
+func encodeValues(fs ruleset.Fields, vs []ruleset.Value) []byte {
+	var out []byte
+	for i, v := range vs {
+		switch fs[i] {
+		case ruleset.FieldSaddr, ruleset.FieldDaddr:
+			out = append(out, v.Addr.AsSlice()...)
+		case ruleset.FieldL4Proto:
+			out = append(out, uint8(v.Num), 0, 0, 0)
+		case ruleset.FieldDport:
+			out = append(out, uint8(v.Num>>8), uint8(v.Num), 0, 0)
+		default:
+			out = binary.BigEndian.AppendUint32(out, v.Num)
+		}
+	}
+	return out
+}

@@ -1,0 +1,205 @@
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+)
+
+// The queries below read only names, counts and flags from the kernel's
+// answers, never rules or elements in full: a periodic check at 10k
+// services stays a few dumps of small messages.
+
+// request sends one nf_tables request (a dump when dump is set) and
+// returns the answers.
+func request(msgType uint16, fam ruleset.Family, dump bool, attrs ...netlink.Attribute) ([]netlink.Message, error) {
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	defer c.Close()
+	data, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return nil, err
+	}
+	flags := netlink.Request
+	if dump {
+		flags |= netlink.Dump
+	}
+	proto := byte(unix.NFPROTO_IPV4)
+	if fam == ruleset.IPv6 {
+		proto = unix.NFPROTO_IPV6
+	} else if fam == "" {
+		proto = unix.NFPROTO_UNSPEC
+	}
+	msg := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType)), Flags: flags},
+		Data:   append([]byte{proto, unix.NFNETLINK_V0, 0, 0}, data...),
+	}
+	return c.Execute(msg)
+}
+
+func strAttr(typ uint16, s string) netlink.Attribute {
+	return netlink.Attribute{Type: typ, Data: append([]byte(s), 0)}
+}
+
+// attrs decodes the attributes of an nf_tables answer.
+func attrs(m netlink.Message) (*netlink.AttributeDecoder, error) {
+	if len(m.Data) < 4 {
+		return nil, fmt.Errorf("short nf_tables message")
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err == nil {
+		ad.ByteOrder = binary.BigEndian
+	}
+	return ad, err
+}
+
+// names collects one string attribute from every answer.
+func names(msgs []netlink.Message, typ uint16) ([]string, error) {
+	var out []string
+	for _, m := range msgs {
+		ad, err := attrs(m)
+		if err != nil {
+			return nil, err
+		}
+		for ad.Next() {
+			if ad.Type() == typ {
+				out = append(out, ad.String())
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListObjects implements Conn.
+func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table string) (TableObjects, bool, error) {
+	_, err := request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
+	if errors.Is(err, unix.ENOENT) {
+		return TableObjects{}, false, nil
+	}
+	if err != nil {
+		return TableObjects{}, false, fmt.Errorf("get table: %w", err)
+	}
+	var objs TableObjects
+	msgs, err := request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
+	if err == nil {
+		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_NAME)
+	}
+	if err != nil {
+		return objs, true, fmt.Errorf("list chains: %w", err)
+	}
+	msgs, err = request(unix.NFT_MSG_GETSET, fam, true, strAttr(unix.NFTA_SET_TABLE, table))
+	if err == nil {
+		objs.Sets, err = names(msgs, unix.NFTA_SET_NAME)
+	}
+	if err != nil {
+		return objs, true, fmt.Errorf("list sets: %w", err)
+	}
+	return objs, true, nil
+}
+
+// Counts implements Conn: one dump of the table's rules, one per set.
+func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table string) (TableCounts, error) {
+	objs, _, err := n.ListObjects(ctx, fam, table)
+	if err != nil {
+		return TableCounts{}, err
+	}
+	c := TableCounts{Rules: map[string]int{}, Elements: map[string]int{}}
+	for _, ch := range objs.Chains {
+		c.Rules[ch] = 0
+	}
+	msgs, err := request(unix.NFT_MSG_GETRULE, fam, true, strAttr(unix.NFTA_RULE_TABLE, table))
+	if err != nil {
+		return c, fmt.Errorf("list rules: %w", err)
+	}
+	chains, err := names(msgs, unix.NFTA_RULE_CHAIN)
+	if err != nil {
+		return c, err
+	}
+	for _, ch := range chains {
+		c.Rules[ch]++
+	}
+	for _, s := range objs.Sets {
+		if c.Elements[s], err = countElements(fam, table, s); err != nil {
+			return c, fmt.Errorf("list elements of %s: %w", s, err)
+		}
+	}
+	return c, nil
+}
+
+// countElements counts a set's elements, an interval (a start and an end
+// element in the kernel) once.
+func countElements(fam ruleset.Family, table, set string) (int, error) {
+	msgs, err := request(unix.NFT_MSG_GETSETELEM, fam, true,
+		strAttr(unix.NFTA_SET_ELEM_LIST_TABLE, table), strAttr(unix.NFTA_SET_ELEM_LIST_SET, set))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range msgs {
+		ad, err := attrs(m)
+		if err != nil {
+			return 0, err
+		}
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				ad.Nested(func(list *netlink.AttributeDecoder) error {
+					for list.Next() {
+						if list.Type() == unix.NFTA_LIST_ELEM && !isIntervalEnd(list.Bytes()) {
+							n++
+						}
+					}
+					return nil
+				})
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+func isIntervalEnd(elem []byte) bool {
+	ad, err := netlink.NewAttributeDecoder(elem)
+	if err != nil {
+		return false
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_SET_ELEM_FLAGS {
+			return ad.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
+		}
+	}
+	return false
+}
+
+// Generation implements Conn.
+func (n *NetlinkConn) Generation(context.Context) (uint32, error) {
+	msgs, err := request(unix.NFT_MSG_GETGEN, "", false)
+	if err != nil {
+		return 0, fmt.Errorf("get generation: %w", err)
+	}
+	for _, m := range msgs {
+		ad, err := attrs(m)
+		if err != nil {
+			return 0, err
+		}
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_GEN_ID {
+				return ad.Uint32(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("get generation: no generation in the answer")
+}
