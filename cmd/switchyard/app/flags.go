@@ -118,7 +118,7 @@ func settings() []setting {
 func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ConfigFile, "config", r.ConfigFile, "Path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
 	fs.BoolVar(&r.Cleanup, "cleanup", r.Cleanup, "Remove the rules this proxy programmed (iptables, IPVS, userspace) and exit.")
-	fs.StringVar(&r.Mode, "proxy-mode", r.Mode, "Which proxy mode to use: 'iptables', 'ipvs' or 'userspace'.")
+	fs.StringVar(&r.Mode, "proxy-mode", r.Mode, "Which proxy mode to use: 'iptables', 'ipvs', 'nftables' or 'userspace'.")
 	fs.StringVar(&r.Kubeconfig, "kubeconfig", r.Kubeconfig, "Path to a kubeconfig file with authorization information (in-cluster configuration when empty).")
 	fs.StringVar(&r.Master, "master", r.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.Float32Var(&r.KubeAPIQPS, "kube-api-qps", r.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server.")
