@@ -112,6 +112,7 @@ func (f *familySync) renderAll(st *proxier.State) *desiredTable {
 		}
 		d.ports[name], d.groups[name] = o, groupsOf(st.Services[name])
 		d.chains = append(d.chains, o.chains...)
+		d.sets = append(d.sets, o.sets...)
 		mergeOrders(d.orders, o.orders)
 		delta.diff(nil, o.elements)
 	}
@@ -125,7 +126,7 @@ func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
 		tx.FlushChain(c)
 	}
 	for _, s := range existing.Sets {
-		if s != setAffinity {
+		if !isAffinitySet(s) { // clients keep their endpoint across a rewrite
 			tx.FlushSet(s)
 		}
 	}

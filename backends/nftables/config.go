@@ -19,8 +19,9 @@ const TableName = "kube-proxy"
 // (mark 0x4000), which its nftables mode uses too.
 const DefaultMasqueradeBit = 14
 
-// DefaultAffinitySize bounds the session-affinity map of one family.
-const DefaultAffinitySize = 1 << 20
+// DefaultAffinitySize bounds each session-affinity set (clients of one
+// endpoint of one service port).
+const DefaultAffinitySize = 1 << 16
 
 // Config configures the nftables backend.
 type Config struct {

@@ -14,6 +14,7 @@ import (
 // fingerprints and the elements it contributed, to diff against.
 type installedPort struct {
 	chains   map[string]chainMark
+	sets     []*ruleset.Set
 	elements map[string][]ruleset.Element
 	groups   []groupKey
 }
@@ -32,7 +33,7 @@ func fingerprint(f ruleset.Family, c *ruleset.Chain) chainMark {
 }
 
 func newInstalledPort(f ruleset.Family, o *portObjects, groups []groupKey) *installedPort {
-	ip := &installedPort{chains: map[string]chainMark{}, elements: o.elements, groups: groups}
+	ip := &installedPort{chains: map[string]chainMark{}, sets: o.sets, elements: o.elements, groups: groups}
 	for _, c := range o.chains {
 		ip.chains[c.Name] = fingerprint(f, c)
 	}

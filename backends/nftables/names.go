@@ -3,6 +3,8 @@ package nftables
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -29,7 +31,6 @@ const (
 	setNoEndpointPorts  = "no-endpoint-nodeports"
 	setNodePortIPs      = "nodeport-ips"
 	setHairpin          = "hairpin-endpoints"
-	setAffinity         = "affinity"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"
 )
@@ -39,7 +40,27 @@ const (
 	prefixService  = "service-"
 	prefixExternal = "external-"
 	prefixFirewall = "firewall-"
+	prefixAffinity = "affinity-"
 )
+
+// affinitySetName names the set of clients of one endpoint of a service
+// port, as upstream: "affinity-<hash>-ns/name/proto/port__ip/port".
+func affinitySetName(n proxier.ServicePortName, ep netip.AddrPort) string {
+	base := portBase(n) + "__" + ep.Addr().String() + "/" + strconv.Itoa(int(ep.Port()))
+	return prefixAffinity + hash8(base) + "-" + base
+}
+
+func portBase(n proxier.ServicePortName) string {
+	return n.Namespace + "/" + n.Name + "/" + strings.ToLower(string(n.Protocol)) + "/" + n.Port
+}
+
+func hash8(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return base32.StdEncoding.EncodeToString(sum[:])[:8]
+}
+
+// isAffinitySet tells the sets the packet path fills.
+func isAffinitySet(name string) bool { return strings.HasPrefix(name, prefixAffinity) }
 
 // portChains are the names of one service port's chains.
 type portChains struct{ service, external, firewall string }
@@ -48,9 +69,8 @@ type portChains struct{ service, external, firewall string }
 // nftables mode does: prefix, an 8-character hash, then
 // "namespace/name/protocol/port" so that `nft list` is readable.
 func chainsOf(n proxier.ServicePortName) portChains {
-	base := n.Namespace + "/" + n.Name + "/" + strings.ToLower(string(n.Protocol)) + "/" + n.Port
-	sum := sha256.Sum256([]byte(base))
-	suffix := base32.StdEncoding.EncodeToString(sum[:])[:8] + "-" + base
+	base := portBase(n)
+	suffix := hash8(base) + "-" + base
 	return portChains{
 		service:  prefixService + suffix,
 		external: prefixExternal + suffix,

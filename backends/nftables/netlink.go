@@ -171,21 +171,8 @@ func (b *batch) set(s *ruleset.Set) *gnft.Set {
 		ns.DataType = gnft.TypeVerdict
 	case ruleset.DataMap:
 		ns.DataType = setType(b.fam, s.Data)
-		if s.Dynamic {
-			ns.DataType = unpadded(ns.DataType, b.fam)
-		}
 	}
 	return ns
-}
-
-// unpadded gives the data type of address . port with its unpadded
-// length (6 or 18 bytes). nft 1.0 aborts when printing a map update whose
-// data, taken from another map lookup, is shorter than the map's data
-// length; the kernel copies the unpadded length, address then port.
-func unpadded(t gnft.SetDatatype, f ruleset.Family) gnft.SetDatatype {
-	u := gnft.SetDatatype{Name: t.Name, Bytes: uint32(f.AddrLen() + 2)}
-	u.SetNFTMagic(t.GetNFTMagic())
-	return u
 }
 
 func setType(f ruleset.Family, fs ruleset.Fields) gnft.SetDatatype {

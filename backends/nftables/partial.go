@@ -29,8 +29,16 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 		f.sets[s.Name] = s
 		tx.AddSet(s)
 	}
+	newSets, goneSets := f.portSetChanges(changes)
+	for _, s := range newSets {
+		f.sets[s.Name] = s
+		tx.AddSet(s)
+	}
 	delta := newRefDelta(f.refs, f.sets)
 	f.writeChanges(tx, changes, delta)
+	for _, name := range goneSets {
+		tx.DeleteSet(name)
+	}
 	if err := conn.Run(ctx, tx); err != nil {
 		f.rollback(changes)
 		return syncResult{}, err
@@ -39,8 +47,36 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 	for _, c := range changes {
 		f.commitPort(c)
 	}
+	for _, name := range goneSets {
+		delete(f.sets, name)
+	}
 	rules, added, deleted := tx.Counts()
 	return syncResult{rules: rules, added: added, deleted: deleted}, nil
+}
+
+// portSetChanges lists the ports' sets to create and, after their rules
+// are gone, to delete.
+func (f *familySync) portSetChanges(changes []portChange) (added []*ruleset.Set, gone []string) {
+	wanted := map[string]bool{}
+	for _, c := range changes {
+		if c.obj == nil {
+			continue
+		}
+		for _, s := range c.obj.sets {
+			wanted[s.Name] = true
+			if f.sets[s.Name] == nil {
+				added = append(added, s)
+			}
+		}
+	}
+	for _, c := range changes {
+		for _, s := range f.installed(c.name).sets {
+			if !wanted[s.Name] {
+				gone = append(gone, s.Name)
+			}
+		}
+	}
+	return added, gone
 }
 
 // stageChanges allocates groups for new ports and renders changed ones.

@@ -9,6 +9,7 @@ var (
 	keyDst      = ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldL4Proto, ruleset.FieldDport}
 	keyNodePort = ruleset.Fields{ruleset.FieldL4Proto, ruleset.FieldDport}
 	keyHairpin  = ruleset.Fields{ruleset.FieldSaddr, ruleset.FieldDaddr}
+	keyClient   = ruleset.Fields{ruleset.FieldSaddr}
 	newConn     = ruleset.CtState{State: "new"}
 )
 
@@ -37,9 +38,6 @@ func baseSets(fc *familyConfig) []*ruleset.Set {
 		{Name: setNoEndpoints, Key: keyDst, Comment: "service addresses with no endpoints"},
 		{Name: setNoEndpointPorts, Key: keyNodePort, Comment: "NodePorts with no endpoints"},
 		{Name: setHairpin, Key: keyHairpin, Comment: "endpoint . endpoint: connections a pod makes to itself through a service"},
-		{Name: setAffinity, Kind: ruleset.DataMap, Dynamic: true, Size: DefaultAffinitySize,
-			Key: ruleset.AffinityKey(), Data: ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldDport},
-			Comment: "ClientIP session affinity: client . service address . port -> endpoint"},
 	}
 	if len(fc.nodePortAddrs) > 0 {
 		sets = append(sets, &ruleset.Set{Name: setNodePortIPs, Key: ruleset.Fields{ruleset.FieldDaddr}, Comment: "IPs that accept NodePort traffic"})

@@ -4,20 +4,19 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 )
 
-// dnatRule is "meta l4proto P <match...> <dnat>", or nil without a group.
-func dnatRule(v *portView, dnat ruleset.Expr, match ...ruleset.Expr) []ruleset.Rule {
-	if dnat == nil {
+// dnatRules are the picker's rules, or none when there is no picker.
+func dnatRules(p picker, match ...ruleset.Expr) []ruleset.Rule {
+	if p == nil {
 		return nil
 	}
-	exprs := append(append([]ruleset.Expr{}, match...), proto(v.proto), dnat)
-	return []ruleset.Rule{ruleset.R(exprs...)}
+	return p(match...)
 }
 
 // serviceChain handles traffic to the cluster IP (kube-proxy's KUBE-SVC /
 // KUBE-SVL): masquerade what does not come from a pod, then DNAT to the
 // internal group. Under internalTrafficPolicy Local with no local
 // endpoint the DNAT finds nothing and the packet is dropped.
-func (r *portRenderer) serviceChain(v *portView, cluster, local ruleset.Expr) *ruleset.Chain {
+func (r *portRenderer) serviceChain(v *portView, cluster, local picker) *ruleset.Chain {
 	c := &ruleset.Chain{Name: v.chains.service}
 	switch {
 	case r.fc.masqueradeAll:
@@ -26,11 +25,11 @@ func (r *portRenderer) serviceChain(v *portView, cluster, local ruleset.Expr) *r
 		c.Rules = append(c.Rules, ruleset.R(ruleset.Cmp{Field: ruleset.FieldSaddr, Neq: true, Prefix: r.fc.clusterCIDR}, jump(chainMarkMasq)))
 	}
 	if v.sp.InternalPolicyLocal {
-		c.Rules = append(c.Rules, dnatRule(v, local)...)
+		c.Rules = append(c.Rules, dnatRules(local)...)
 		c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))
 		return c
 	}
-	c.Rules = append(c.Rules, dnatRule(v, cluster)...)
+	c.Rules = append(c.Rules, dnatRules(cluster)...)
 	return c
 }
 
@@ -40,11 +39,11 @@ func (r *portRenderer) serviceChain(v *portView, cluster, local ruleset.Expr) *r
 // from the node itself is short-circuited to any endpoint (the node's
 // masqueraded), and the rest goes to this node's endpoints only, or is
 // dropped when there is none.
-func (r *portRenderer) externalChain(v *portView, cluster, local ruleset.Expr) *ruleset.Chain {
+func (r *portRenderer) externalChain(v *portView, cluster, local picker) *ruleset.Chain {
 	c := &ruleset.Chain{Name: v.chains.external}
 	if !v.sp.ExternalPolicyLocal {
 		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
-		c.Rules = append(c.Rules, dnatRule(v, cluster)...)
+		c.Rules = append(c.Rules, dnatRules(cluster)...)
 		return c
 	}
 	short := cluster
@@ -53,12 +52,12 @@ func (r *portRenderer) externalChain(v *portView, cluster, local ruleset.Expr) *
 	}
 	if r.fc.clusterCIDR.IsValid() {
 		pods := ruleset.Cmp{Field: ruleset.FieldSaddr, Prefix: r.fc.clusterCIDR}
-		c.Rules = append(c.Rules, withComment(dnatRule(v, short, pods), "short-circuit pod traffic")...)
+		c.Rules = append(c.Rules, withComment(dnatRules(short, pods), "short-circuit pod traffic")...)
 	}
 	fromNode := ruleset.FibLocal{Field: ruleset.FieldSaddr}
 	c.Rules = append(c.Rules, ruleset.R(fromNode, jump(chainMarkMasq)).WithComment("masquerade local traffic"))
-	c.Rules = append(c.Rules, withComment(dnatRule(v, short, fromNode), "short-circuit local traffic")...)
-	c.Rules = append(c.Rules, dnatRule(v, local)...)
+	c.Rules = append(c.Rules, withComment(dnatRules(short, fromNode), "short-circuit local traffic")...)
+	c.Rules = append(c.Rules, dnatRules(local)...)
 	c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))
 	return c
 }

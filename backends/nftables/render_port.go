@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"fmt"
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 // order of each of its groups.
 type portObjects struct {
 	chains   []*ruleset.Chain
+	sets     []*ruleset.Set // its own sets (session affinity)
 	elements map[string][]ruleset.Element
 	orders   map[groupKey][]netip.AddrPort
 }
@@ -104,29 +106,97 @@ func (r *portRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint) *
 	return o
 }
 
-// group writes a group's map elements and returns the statement that
-// DNATs to it, or nil when the port does not use the group.
-func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []proxier.Endpoint) ruleset.Expr {
+// picker writes the rules that DNAT to one endpoint group, each starting
+// with the given matches; nil when the port does not use the group.
+type picker func(match ...ruleset.Expr) []ruleset.Rule
+
+// group writes a group's map elements and returns its picker: one rule
+// drawing a slot of the group's range in its shared map. Ports with
+// ClientIP session affinity pick with rules instead (affinityPicker).
+func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []proxier.Endpoint) picker {
 	id, ok := r.ids.lookup(k)
 	if !ok {
 		return nil
 	}
+	if v.sp.AffinityTimeoutSeconds > 0 {
+		return r.affinityPicker(v, o, eps)
+	}
 	order := arrange(r.orders[k], eps)
 	o.orders[k] = order
 	o.add(endpointMap(id), groupElements(id, order)...)
-	d := ruleset.DNAT{Map: endpointMap(id), Offset: groupOffset(id)}
-	if t := v.sp.AffinityTimeoutSeconds; t > 0 {
-		return ruleset.AffinityDNAT{DNAT: d, Affinity: setAffinity, Timeout: uint32(t)}
+	dnat := ruleset.DNAT{Map: endpointMap(id), Offset: groupOffset(id)}
+	return func(match ...ruleset.Expr) []ruleset.Rule {
+		return []ruleset.Rule{ruleset.R(append(withProto(v, match), dnat)...)}
 	}
-	return d
+}
+
+func withProto(v *portView, match []ruleset.Expr) []ruleset.Expr {
+	return append(append([]ruleset.Expr{}, match...), proto(v.proto))
+}
+
+// affinityPicker implements ClientIP session affinity as kube-proxy does:
+// each endpoint has a set of the clients it served, refreshed on every
+// new connection with the service's timeout; a known client goes back to
+// its endpoint, a new one is drawn with probability 1/n, 1/(n-1), ..., 1
+// (uniform) and recorded. The endpoints are in the rules here, so
+// endpoint changes of these ports rewrite rules; a removed endpoint's set
+// goes with it, so no client is sent to it any more.
+func (r *portRenderer) affinityPicker(v *portView, o *portObjects, eps []proxier.Endpoint) picker {
+	timeout := uint32(v.sp.AffinityTimeoutSeconds)
+	var sets []string
+	var targets []netip.AddrPort
+	for _, e := range eps {
+		ap := netip.AddrPortFrom(e.IP.Unmap(), e.Port)
+		s := affinitySet(v.sp.Name, ap, timeout)
+		o.addSet(s)
+		sets, targets = append(sets, s.Name), append(targets, ap)
+	}
+	return func(match ...ruleset.Expr) []ruleset.Rule {
+		var known, drawn []ruleset.Rule
+		for i, ep := range targets {
+			rec := ruleset.Update{Set: sets[i], Key: keyClient, Timeout: timeout}
+			hit := append(withProto(v, match), ruleset.Lookup{Key: keyClient, Set: sets[i]}, rec, ruleset.DNATTo{Endpoint: ep})
+			known = append(known, ruleset.R(hit...))
+			draw := withProto(v, match)
+			if left := len(targets) - i; left > 1 {
+				draw = append(draw, ruleset.NumgenIs{Mod: uint32(left)})
+			}
+			draw = append(draw, rec, ruleset.DNATTo{Endpoint: ep})
+			drawn = append(drawn, ruleset.R(draw...))
+		}
+		return append(known, drawn...)
+	}
+}
+
+func affinitySet(n proxier.ServicePortName, ep netip.AddrPort, timeout uint32) *ruleset.Set {
+	return &ruleset.Set{Name: affinitySetName(n, ep), Key: keyClient, Dynamic: true, Size: DefaultAffinitySize,
+		Comment: fmt.Sprintf("clients of %s for ClientIP affinity (%ds)", ep, timeout)}
+}
+
+func (o *portObjects) addSet(s *ruleset.Set) {
+	for _, have := range o.sets {
+		if have.Name == s.Name {
+			return
+		}
+	}
+	o.sets = append(o.sets, s)
+}
+
+// addresses are the port's cluster IP, external IPs and LB IPs.
+func (v *portView) addresses() []netip.Addr {
+	out := append([]netip.Addr{v.clusterIP}, v.externalIPs...)
+	return append(out, v.lbIPs...)
 }
 
 // dispatch adds the port's entries to the service maps, and to the
 // no-endpoint sets when it has no usable endpoint at all.
 func (r *portRenderer) dispatch(v *portView, o *portObjects) {
-	o.add(setServiceIPs, dstElement(v.clusterIP, v, gotoV(v.chains.service)))
-	for _, ip := range append(append([]netip.Addr(nil), v.externalIPs...), v.lbIPs...) {
-		o.add(setServiceIPs, dstElement(ip, v, gotoV(v.chains.external)))
+	for i, ip := range v.addresses() {
+		target := v.chains.external
+		if i == 0 {
+			target = v.chains.service
+		}
+		o.add(setServiceIPs, dstElement(ip, v, gotoV(target)))
 	}
 	if v.sp.NodePort != 0 {
 		o.add(setServiceNodePorts, portElement(v, gotoV(v.chains.external)))
@@ -134,8 +204,7 @@ func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 	if v.sel.HasAny {
 		return
 	}
-	o.add(setNoEndpoints, dstElement(v.clusterIP, v, nil))
-	for _, ip := range append(append([]netip.Addr(nil), v.externalIPs...), v.lbIPs...) {
+	for _, ip := range v.addresses() {
 		o.add(setNoEndpoints, dstElement(ip, v, nil))
 	}
 	if v.sp.NodePort != 0 {

@@ -54,8 +54,8 @@ func (f *familySync) mismatch(c TableCounts) string {
 			return fmt.Sprintf("chain %s has %d rules, %d written", name, got, n)
 		}
 	}
-	for name := range f.sets {
-		if name == setAffinity {
+	for name, s := range f.sets {
+		if s.Dynamic {
 			continue
 		}
 		if got, n := c.Elements[name], len(f.refs[name]); got != n {

@@ -257,26 +257,39 @@ func (d DNAT) Compile(f Family) ([]expr.Any, error) {
 		natTo(f, reg32)), nil
 }
 
-// Compile implements Expr. Registers: the affinity key (client address,
-// service address, service port, all loaded from the packet), then the
-// slot. The map records the drawn slot in host order (as nft stores a
-// numgen value), not the endpoint: nft 1.0 aborts
-// when printing a map update whose data comes from another map lookup,
-// and an operator's `nft list ruleset` must never crash.
-func (a AffinityDNAT) Compile(f Family) ([]expr.Any, error) {
-	key := uint32(reg32)
-	out, err := loadConcat(f, affinityKey, key)
+// Compile implements Expr.
+func (u Update) Compile(f Family) ([]expr.Any, error) {
+	out, err := loadConcat(f, u.Key, reg32)
 	if err != nil {
 		return nil, err
 	}
-	slot := key + uint32(affinityKey.Len(f)/4)
-	ep := slot + 1
-	out = append(out, drawSlot(a.Offset, slot)...)
-	return append(out,
-		&expr.Lookup{SourceRegister: slot, DestRegister: ep, IsDestRegSet: true, SetName: a.Map},
-		&expr.Dynset{SrcRegKey: key, SrcRegData: ep, SetName: a.Affinity, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: secondsDuration(a.Timeout)},
-		&expr.Lookup{SourceRegister: key, DestRegister: ep, IsDestRegSet: true, SetName: a.Affinity},
-		natTo(f, ep)), nil
+	return append(out, &expr.Dynset{SrcRegKey: reg32, SetName: u.Set,
+		Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: secondsDuration(u.Timeout)}), nil
+}
+
+// Compile implements Expr.
+func (n NumgenIs) Compile(Family) ([]expr.Any, error) {
+	if n.Mod == 0 {
+		return nil, fmt.Errorf("numgen modulus 0")
+	}
+	return []expr.Any{
+		&expr.Numgen{Register: reg32, Modulus: n.Mod, Type: unix.NFT_NG_RANDOM},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg32, Data: make([]byte, 4)},
+	}, nil
+}
+
+// Compile implements Expr.
+func (d DNATTo) Compile(f Family) ([]expr.Any, error) {
+	a := d.Endpoint.Addr()
+	if a.Is4() != (f == IPv4) {
+		return nil, fmt.Errorf("endpoint %v is not of family %s", d.Endpoint, f)
+	}
+	port := reg32 + uint32(f.AddrLen()/4)
+	return []expr.Any{
+		&expr.Immediate{Register: reg32, Data: a.AsSlice()},
+		&expr.Immediate{Register: port, Data: binaryutil.BigEndian.PutUint16(d.Endpoint.Port())},
+		natTo(f, reg32),
+	}, nil
 }
 
 func secondsDuration(s uint32) time.Duration { return time.Duration(s) * time.Second }

@@ -71,6 +71,9 @@ type Result struct {
 	Reject  bool             // refused
 	Masq    bool             // masqueraded
 	Targets []netip.AddrPort // DNAT: the endpoints the connection may reach
+	// Maybe marks a match that holds only sometimes (a random draw): the
+	// tracer then follows both the rule and the rules after it.
+	Maybe bool
 }
 
 func matched(ok bool) (Result, error) {
@@ -202,10 +205,27 @@ func (d DNAT) Eval(_ *Packet, env Env) (Result, error) {
 	return Result{}, fmt.Errorf("map @%s: group at %d covers %d of %d slots", d.Map, lo, covered, SlotSpace)
 }
 
-// Eval implements Expr: a new client is drawn as by DNAT.
-func (a AffinityDNAT) Eval(p *Packet, env Env) (Result, error) {
-	if _, ok := env.Elements(a.Affinity); !ok {
-		return Result{}, fmt.Errorf("map @%s does not exist", a.Affinity)
+// Eval implements Expr: the tracer follows one new client; recording it
+// changes nothing for that connection.
+func (u Update) Eval(p *Packet, _ Env) (Result, error) {
+	if _, err := p.key(u.Key); err != nil {
+		return Result{}, err
 	}
-	return a.DNAT.Eval(p, env)
+	return Result{Outcome: Next}, nil
+}
+
+// Eval implements Expr. The tracer reports every endpoint a connection
+// may reach, so a random draw both matches (this rule's endpoint is
+// possible) and lets the next rule's endpoints be possible too: see
+// Result.Maybe.
+func (n NumgenIs) Eval(*Packet, Env) (Result, error) {
+	if n.Mod == 1 {
+		return Result{Outcome: Next}, nil
+	}
+	return Result{Outcome: Next, Maybe: true}, nil
+}
+
+// Eval implements Expr.
+func (d DNATTo) Eval(*Packet, Env) (Result, error) {
+	return Result{Outcome: Final, Targets: []netip.AddrPort{d.Endpoint}}, nil
 }

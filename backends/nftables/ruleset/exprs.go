@@ -165,30 +165,30 @@ func slotText(offset uint32) string {
 	return fmt.Sprintf("numgen random mod %d offset %d", SlotSpace, offset)
 }
 
-// AffinityDNAT is DNAT with ClientIP session affinity: the first
-// connection of a client draws a slot as DNAT does and records it in the
-// affinity map under (client, service address, port) with a timeout;
-// later connections within the timeout refresh the entry and go to the
-// endpoint holding the recorded slot. One rule does both, so the draw and
-// the DNAT cannot disagree. A client stays with its endpoint while the
-// endpoint stays (a replaced endpoint's slots go to its replacement);
-// when the group grows or shrinks the slots are redrawn and a client whose
-// slot changed hands moves.
-type AffinityDNAT struct {
-	DNAT
-	Affinity string
-	Timeout  uint32 // seconds
+// Update adds the key to a dynamic set with a timeout, or refreshes the
+// timeout of an element already there: "update @affinity-X { ip saddr
+// timeout 10800s }".
+type Update struct {
+	Set     string
+	Key     Fields
+	Timeout uint32 // seconds
 }
 
-// affinityKey is the key of the affinity map.
-var affinityKey = Fields{FieldSaddr, FieldDaddr, FieldDport}
-
-// AffinityKey is the key of the affinity map.
-func AffinityKey() Fields { return affinityKey }
-
-// Text gives the statement as nft prints it.
-func (a AffinityDNAT) Text(f Family) string {
-	key := affinityKey.Text(f)
-	return fmt.Sprintf("update @%s { %s timeout %ds : %s } dnat %s to %s map @%s map @%s",
-		a.Affinity, key, a.Timeout, slotText(a.Offset), f, key, a.Affinity, a.Map)
+// Text gives the nft statement.
+func (u Update) Text(f Family) string {
+	return fmt.Sprintf("update @%s { %s timeout %ds }", u.Set, u.Key.Text(f), u.Timeout)
 }
+
+// NumgenIs matches with probability 1/Mod: "numgen random mod 3 0". A
+// run of rules with Mod n, n-1, ..., 1 picks each of n endpoints with
+// probability 1/n, as kube-proxy's iptables statistic rules do.
+type NumgenIs struct{ Mod uint32 }
+
+// Text gives the nft match.
+func (n NumgenIs) Text(Family) string { return fmt.Sprintf("numgen random mod %d 0", n.Mod) }
+
+// DNATTo DNATs to one endpoint: "dnat ip to 10.244.1.2:8080".
+type DNATTo struct{ Endpoint netip.AddrPort }
+
+// Text gives the nft statement.
+func (d DNATTo) Text(f Family) string { return fmt.Sprintf("dnat %s to %s", f, d.Endpoint) }

@@ -142,13 +142,10 @@ func (t *Table) checkExpr(c *Chain, e Expr) error {
 		return t.checkSetUse(x.Map, x.Key, VerdictMap)
 	case DNAT:
 		return t.checkEndpointMap(x.Map)
-	case AffinityDNAT:
-		if err := t.checkEndpointMap(x.Map); err != nil {
-			return err
-		}
-		s, ok := t.Sets[x.Affinity]
-		if !ok || !s.Set.Dynamic || s.Set.Kind != DataMap {
-			return fmt.Errorf("affinity map %s missing or not dynamic: %w", x.Affinity, ErrInvalid)
+	case Update:
+		s, ok := t.Sets[x.Set]
+		if !ok || !s.Set.Dynamic || s.Set.Kind != PlainSet || s.Set.Key.Len(t.Family) != x.Key.Len(t.Family) {
+			return fmt.Errorf("update of %s, not a dynamic set keyed by %s: %w", x.Set, x.Key.Text(t.Family), ErrInvalid)
 		}
 	case Reject:
 		if c.Hook != nil && c.Hook.Type != "filter" {
@@ -220,8 +217,8 @@ func ruleUsesSet(r Rule, name string) bool {
 			return x.Map == name
 		case DNAT:
 			return x.Map == name
-		case AffinityDNAT:
-			return x.Map == name || x.Affinity == name
+		case Update:
+			return x.Set == name
 		}
 		return false
 	})

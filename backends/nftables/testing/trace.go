@@ -42,35 +42,49 @@ func runChain(env traceEnv, c *ruleset.Chain, p *ruleset.Packet, depth int) (*ve
 	if depth > 16 {
 		return nil, fmt.Errorf("chain %s: jumps nested deeper than 16", c.Name)
 	}
+	var maybe []netip.AddrPort // endpoints of rules that match by chance
 	for _, r := range c.Rules {
-		v, next, err := runRule(env, r, p, depth)
+		v, next, chance, err := runRule(env, r, p, depth)
 		if err != nil {
 			return nil, fmt.Errorf("chain %s: %s: %w", c.Name, r.Text(env.Family), err)
+		}
+		if chance && v != nil && v.targets != nil {
+			maybe = append(maybe, v.targets...)
+			continue
+		}
+		if v != nil && v.targets != nil {
+			v.targets = append(maybe, v.targets...)
 		}
 		if v != nil || !next {
 			return v, nil
 		}
 	}
+	if maybe != nil {
+		return &verdictOf{targets: maybe}, nil
+	}
 	return nil, nil
 }
 
 // runRule evaluates one rule: a terminal outcome, or next=true to go on
-// with the chain's next rule (no match, or a jump that returned).
-func runRule(env traceEnv, r ruleset.Rule, p *ruleset.Packet, depth int) (v *verdictOf, next bool, err error) {
+// with the chain's next rule (no match, or a jump that returned). chance
+// says the rule matched only by a random draw.
+func runRule(env traceEnv, r ruleset.Rule, p *ruleset.Packet, depth int) (v *verdictOf, next, chance bool, err error) {
 	for _, e := range r.Exprs {
 		res, err := e.Eval(p, env)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
+		chance = chance || res.Maybe
 		switch res.Outcome {
 		case ruleset.Next:
 			continue
 		case ruleset.Break:
-			return nil, true, nil
+			return nil, true, chance, nil
 		}
-		return final(env, res, p, depth)
+		v, next, err := final(env, res, p, depth)
+		return v, next, chance, err
 	}
-	return nil, true, nil
+	return nil, true, chance, nil
 }
 
 func final(env traceEnv, res ruleset.Result, p *ruleset.Packet, depth int) (*verdictOf, bool, error) {
