@@ -8,7 +8,9 @@
 # BENCH_MODES ("nft legacy"), BENCH_ENDPOINTS (10), BENCH_PARTIALS (5),
 # BENCH_CHUNKS ("1000 4000 10000 20000"; empty skips the sweep),
 # BENCH_MEMORY (1), BENCH_GO (1; 0 skips the Go micro-benchmarks),
-# BENCH_GOTIME (-benchtime, 3x). A small CI-sized run:
+# BENCH_GOTIME (-benchtime, 3x), BENCH_IPTABLES / BENCH_NFTABLES (1; 0 skips
+# that mode's harness), BENCH_NFT_CHANGES (50), BENCH_NFT_NEW (10). A small
+# CI-sized run:
 #   BENCH_SCALES=1000 BENCH_RUNS=1 BENCH_CHUNKS= BENCH_GO=0 hack/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +36,14 @@ if [ "${BENCH_GO:-1}" != 0 ]; then
   done
   args+=(-gobench "$tmp/gobench.txt")
 fi
-$GO build -o "$tmp/bench-iptables" ./hack/bench/iptables
-"$tmp/bench-iptables" "${args[@]}"
+if [ "${BENCH_IPTABLES:-1}" != 0 ]; then
+  $GO build -o "$tmp/bench-iptables" ./hack/bench/iptables
+  "$tmp/bench-iptables" "${args[@]}"
+fi
+# The nftables mode: first sync vs `nft -f` of the same ruleset, end-to-end
+# one-endpoint changes and new services through the proxier, RSS.
+if [ "${BENCH_NFTABLES:-1}" != 0 ]; then
+  $GO build -o "$tmp/bench-nftables" ./hack/bench/nftables
+  "$tmp/bench-nftables" -scales "${BENCH_SCALES:-1000 10000}" -runs "${BENCH_RUNS:-3}" \
+    -endpoints "${BENCH_ENDPOINTS:-10}" -changes "${BENCH_NFT_CHANGES:-50}" -new-services "${BENCH_NFT_NEW:-10}"
+fi

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
+)
+
+// childResult is what one run inside a namespace measured.
+type childResult struct {
+	FirstSyncBackend time.Duration // the backend's Sync
+	FirstSyncTotal   time.Duration // from start, informers' list included
+	FirstSyncSys     time.Duration // this process's kernel CPU during it
+	RSSAfterFirst    int64         // bytes
+	Changes          []change
+	NewServices      []change
+}
+
+// change is one measured API update.
+type change struct {
+	Latency time.Duration // API update -> sync done
+	Backend time.Duration // the backend's Sync of it
+	Sys     time.Duration // kernel CPU of this process meanwhile
+	User    time.Duration // own CPU meanwhile (fake API server included)
+}
+
+// timedBackend records how long each Sync takes.
+type timedBackend struct {
+	proxier.Backend
+	mu   sync.Mutex
+	last time.Duration
+}
+
+func (t *timedBackend) Sync(ctx context.Context, st *proxier.State, d *proxier.Diff) (proxier.SyncResult, error) {
+	start := time.Now()
+	res, err := t.Backend.Sync(ctx, st, d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench child: sync failed:", err)
+	}
+	t.mu.Lock()
+	t.last = time.Since(start)
+	t.mu.Unlock()
+	return res, err
+}
+
+func (t *timedBackend) lastSync() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
+}
+
+// syncWatch hands every synced State to whoever waits for a condition.
+type syncWatch struct {
+	mu   sync.Mutex
+	cond func(*proxier.State) bool
+	done chan struct{}
+}
+
+func (w *syncWatch) PostSync(_ context.Context, st *proxier.State, _ *proxier.Diff) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cond != nil && w.cond(st) {
+		w.cond = nil
+		close(w.done)
+	}
+}
+
+// arm sets the condition the next wait waits for.
+func (w *syncWatch) arm(cond func(*proxier.State) bool) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cond, w.done = cond, make(chan struct{})
+	return w.done
+}
+
+func runChild(n, eps, changes, newServices int) (*childResult, error) {
+	client := fake.NewClientset(objects(n, eps)...)
+	be, err := nftables.New(nftables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)}, Conn: nftables.NewNetlinkConn()})
+	if err != nil {
+		return nil, err
+	}
+	tb := &timedBackend{Backend: be}
+	w := &syncWatch{}
+	p := proxier.New(client, tb, proxier.Config{NodeName: nodeName, SyncPeriod: time.Hour}, metrics.New(nil), nil, nil, w)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := &childResult{}
+	first := w.arm(func(st *proxier.State) bool { return len(st.Services) == n })
+	sys0, _ := cpu()
+	start := time.Now()
+	go func() { _ = p.Run(ctx) }()
+	if err := wait(first, 10*time.Minute); err != nil {
+		return nil, fmt.Errorf("first sync: %w", err)
+	}
+	sys1, _ := cpu()
+	res.FirstSyncTotal, res.FirstSyncBackend, res.FirstSyncSys = time.Since(start), tb.lastSync(), sys1-sys0
+	// The daemon returns a full sync's transient memory to the OS right
+	// after it (cmd/switchyard/app/memory.go); do the same before reading
+	// RSS. The process also holds the fake API server's 2n objects.
+	debug.FreeOSMemory()
+	res.RSSAfterFirst = vmRSS()
+	if path := os.Getenv("BENCH_HEAPPROFILE"); path != "" {
+		runtime.GC()
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
+	for i := 0; i < changes; i++ {
+		// Each change replaces endpoint 0 of another service (7919 is
+		// prime: no service repeats before all were changed once).
+		c, err := oneEndpointChange(ctx, client, w, tb, (i*7919)%n, eps, 1+(i/n)%3)
+		if err != nil {
+			return nil, err
+		}
+		res.Changes = append(res.Changes, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; i < newServices; i++ {
+		c, err := newService(ctx, client, w, tb, n+i, eps)
+		if err != nil {
+			return nil, err
+		}
+		res.NewServices = append(res.NewServices, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return res, nil
+}
+
+// oneEndpointChange replaces endpoint 0 of service i by a new address.
+func oneEndpointChange(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *timedBackend, i, eps, gen int) (change, error) {
+	gens := make([]int, eps)
+	gens[0] = gen
+	slice := sliceObj(i, eps, gens)
+	want := endpointIP(i, 0, gen)
+	done := w.arm(func(st *proxier.State) bool {
+		e := st.Endpoints[portName(i)]
+		return len(e) > 0 && hasIP(e, want)
+	})
+	return measure(tb, done, func() error {
+		_, err := client.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, slice, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// newService creates service i and its slice of eps endpoints.
+func newService(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *timedBackend, i, eps int) (change, error) {
+	done := w.arm(func(st *proxier.State) bool { return len(st.Endpoints[portName(i)]) == eps })
+	return measure(tb, done, func() error {
+		if _, err := client.CoreV1().Services(benchNS).Create(ctx, serviceObj(i), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		_, err := client.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, sliceObj(i, eps, make([]int, eps)), metav1.CreateOptions{})
+		return err
+	})
+}
+
+func measure(tb *timedBackend, done <-chan struct{}, update func() error) (change, error) {
+	sys0, user0 := cpu()
+	start := time.Now()
+	if err := update(); err != nil {
+		return change{}, err
+	}
+	if err := wait(done, time.Minute); err != nil {
+		return change{}, err
+	}
+	lat := time.Since(start)
+	sys1, user1 := cpu()
+	return change{Latency: lat, Backend: tb.lastSync(), Sys: sys1 - sys0, User: user1 - user0}, nil
+}
+
+func hasIP(eps []proxier.Endpoint, ip netip.Addr) bool {
+	for _, e := range eps {
+		if e.IP == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func wait(done <-chan struct{}, limit time.Duration) error {
+	select {
+	case <-done:
+		return nil
+	case <-time.After(limit):
+		return fmt.Errorf("no matching sync within %v", limit)
+	}
+}
+
+// cpu is this process's system and user CPU.
+func cpu() (sys, user time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Stime.Nano()), time.Duration(ru.Utime.Nano())
+}
+
+func vmRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
