@@ -11,13 +11,11 @@ import (
 
 // familySync holds what the backend wrote into one family's table.
 type familySync struct {
-	fc       *familyConfig
-	ids      *groupIDs
-	orders   map[groupKey][]netip.AddrPort
-	ports    map[proxier.ServicePortName]*installedPort
-	refs     elementRefs
-	sets     map[string]*ruleset.Set // sets written, by name
-	base     map[string]chainMark    // table-wide chains written
+	fc     *familyConfig
+	ids    *groupIDs
+	orders map[groupKey][]netip.AddrPort
+	w      *written
+	// needFull is set until a full sync succeeds (first sync, failures).
 	needFull bool
 	// generation is the ruleset generation after our last commit.
 	generation uint32
@@ -29,12 +27,9 @@ func newFamilySync(fc *familyConfig) *familySync {
 	return f
 }
 
-// reset forgets what was written (after Cleanup, or before a full sync
-// that rewrites it).
+// reset forgets what was written (after Cleanup).
 func (f *familySync) reset() {
-	f.ids, f.orders = newGroupIDs(), map[groupKey][]netip.AddrPort{}
-	f.ports, f.refs = map[proxier.ServicePortName]*installedPort{}, elementRefs{}
-	f.sets, f.base = map[string]*ruleset.Set{}, map[string]chainMark{}
+	f.ids, f.orders, f.w = newGroupIDs(), map[groupKey][]netip.AddrPort{}, newWritten()
 }
 
 func (f *familySync) renderer(node proxier.NodeInfo) *portRenderer {
@@ -77,47 +72,53 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	if err := conn.Run(ctx, tx); err != nil {
 		return syncResult{full: true}, err
 	}
-	f.commitFull(d)
+	f.commitFull(st, d)
 	rules, added, deleted := tx.Counts()
 	return syncResult{full: true, rules: rules, added: added, deleted: deleted}, nil
 }
 
 // desiredTable is a whole render of one family.
 type desiredTable struct {
-	chains []*ruleset.Chain // base chains first, then per port in order
-	sets   []*ruleset.Set
-	ports  map[proxier.ServicePortName]*portObjects
-	groups map[proxier.ServicePortName][]groupKey
-	orders map[groupKey][]netip.AddrPort
-	refs   elementRefs
+	chains   []*ruleset.Chain // table-wide chains first, then per port in order
+	sets     []*ruleset.Set
+	elements map[string][]ruleset.Element
+	orders   map[groupKey][]netip.AddrPort
+	hairpin  map[netip.Addr]int
 }
 
 func (f *familySync) renderAll(st *proxier.State) *desiredTable {
 	d := &desiredTable{chains: baseChains(f.fc), sets: baseSets(f.fc),
-		ports: map[proxier.ServicePortName]*portObjects{}, groups: map[proxier.ServicePortName][]groupKey{},
-		orders: map[groupKey][]netip.AddrPort{}, refs: elementRefs{}}
+		elements: map[string][]ruleset.Element{}, orders: map[groupKey][]netip.AddrPort{}, hairpin: map[netip.Addr]int{}}
 	for i := range f.ids.mapCount() {
 		d.sets = append(d.sets, endpointMapSet(endpointMap(i*groupsPerMap)))
 	}
-	setsByName := map[string]*ruleset.Set{}
-	for _, s := range d.sets {
-		setsByName[s.Name] = s
-	}
-	delta := newRefDelta(d.refs, setsByName)
 	r := f.renderer(st.Node)
 	for _, name := range sortedNames(st.Services) {
 		o := r.render(st.Services[name], st.Endpoints[name])
 		if o == nil {
 			continue
 		}
-		d.ports[name], d.groups[name] = o, groupsOf(st.Services[name])
 		d.chains = append(d.chains, o.chains...)
 		d.sets = append(d.sets, o.sets...)
 		mergeOrders(d.orders, o.orders)
-		delta.diff(nil, o.elements)
+		for set, els := range o.elements {
+			d.addElements(set, els)
+		}
 	}
-	delta.commit()
 	return d
+}
+
+// addElements collects elements, the hairpin set's once per address.
+func (d *desiredTable) addElements(set string, els []ruleset.Element) {
+	for _, e := range els {
+		if set == setHairpin {
+			a := e.Key[0].Addr
+			if d.hairpin[a]++; d.hairpin[a] > 1 {
+				continue
+			}
+		}
+		d.elements[set] = append(d.elements[set], e)
+	}
 }
 
 func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
@@ -154,25 +155,22 @@ func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
 		}
 	}
 	for _, s := range d.sets {
-		els := make([]ruleset.Element, 0, len(d.refs[s.Name]))
-		for _, r := range d.refs[s.Name] {
-			els = append(els, r.el)
-		}
-		tx.AddElements(s, els)
+		tx.AddElements(s, d.elements[s.Name])
 	}
 }
 
-func (f *familySync) commitFull(d *desiredTable) {
-	f.ports, f.refs, f.orders = map[proxier.ServicePortName]*installedPort{}, d.refs, d.orders
-	f.sets, f.base = map[string]*ruleset.Set{}, map[string]chainMark{}
+// commitFull records what a full sync wrote.
+func (f *familySync) commitFull(st *proxier.State, d *desiredTable) {
+	w := newWritten()
+	w.prev, w.hairpin = st, d.hairpin
 	for _, s := range d.sets {
-		f.sets[s.Name] = s
+		w.sets[s.Name] = s
+		if !s.Dynamic {
+			w.counts[s.Name] = len(d.elements[s.Name])
+		}
 	}
-	for name, o := range d.ports {
-		f.ports[name] = newInstalledPort(f.fc.nft, o, d.groups[name])
+	for _, c := range d.chains {
+		w.rules[c.Name] = len(c.Rules)
 	}
-	for _, c := range baseChains(f.fc) {
-		f.base[c.Name] = fingerprint(f.fc.nft, c)
-	}
-	f.needFull = false
+	f.w, f.orders, f.needFull = w, d.orders, false
 }

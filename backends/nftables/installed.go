@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -10,109 +9,84 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// installedPort is what the backend wrote for one service port: chain
-// fingerprints and the elements it contributed, to diff against.
-type installedPort struct {
-	chains   map[string]chainMark
-	sets     []*ruleset.Set
-	elements map[string][]ruleset.Element
-	groups   []groupKey
-}
-
-// chainMark identifies a chain's rules: a hash of their text, and their
-// number (what a periodic check can count in the kernel).
-type chainMark struct {
-	hash  uint64
-	rules int
-}
-
-func fingerprint(f ruleset.Family, c *ruleset.Chain) chainMark {
-	h := fnv.New64a()
-	h.Write([]byte(c.ChainText(f)))
-	return chainMark{hash: h.Sum64(), rules: len(c.Rules)}
-}
-
-func newInstalledPort(f ruleset.Family, o *portObjects, groups []groupKey) *installedPort {
-	ip := &installedPort{chains: map[string]chainMark{}, sets: o.sets, elements: o.elements, groups: groups}
-	for _, c := range o.chains {
-		ip.chains[c.Name] = fingerprint(f, c)
-	}
-	return ip
-}
-
-// elementRef is one element in the kernel and how many service ports
-// contribute it (an endpoint IP in several services gives one hairpin
-// element).
-type elementRef struct {
-	el ruleset.Element
-	n  int
-}
-
-// elementRefs is, per set, the elements written, by key.
-type elementRefs map[string]map[string]*elementRef
-
-// refDelta stages element reference changes of one transaction; commit
-// folds them into the refs once the kernel accepted it.
-type refDelta struct {
-	refs    elementRefs
-	staged  map[string]map[string]*elementRef // copies of touched refs
+// written is what the kernel holds after our last commit, kept small: at
+// 10k services x 10 endpoints the table has ~220k elements, and keeping
+// them would cost more memory than the rest of the daemon. Instead the
+// State of the last sync is kept (it is shared with the proxier anyway)
+// and a changed port's old objects are rendered again from it. Only
+// counts stay, for the periodic check, and the one shared set's
+// reference counts.
+type written struct {
+	prev    *proxier.State
 	sets    map[string]*ruleset.Set
+	rules   map[string]int // rules per chain
+	counts  map[string]int // elements per set (sets the packet path fills excluded)
+	hairpin map[netip.Addr]int
+}
+
+func newWritten() *written {
+	return &written{sets: map[string]*ruleset.Set{}, rules: map[string]int{},
+		counts: map[string]int{}, hairpin: map[netip.Addr]int{}}
+}
+
+// delta stages the element changes of one transaction. Elements of the
+// hairpin set are shared by every port with the endpoint's address, so
+// they are reference-counted; every other element belongs to one port.
+type delta struct {
+	w       *written
+	hairpin map[netip.Addr]int // staged counts of touched addresses
 	adds    map[string][]ruleset.Element
 	deletes map[string][]ruleset.Element
 }
 
-func newRefDelta(refs elementRefs, sets map[string]*ruleset.Set) *refDelta {
-	return &refDelta{refs: refs, sets: sets, staged: map[string]map[string]*elementRef{},
+func newDelta(w *written) *delta {
+	return &delta{w: w, hairpin: map[netip.Addr]int{},
 		adds: map[string][]ruleset.Element{}, deletes: map[string][]ruleset.Element{}}
 }
 
-func (d *refDelta) ref(set, key string) *elementRef {
-	if r, ok := d.staged[set][key]; ok {
-		return r
+func (d *delta) hairpinCount(a netip.Addr) int {
+	if n, ok := d.hairpin[a]; ok {
+		return n
 	}
-	r := &elementRef{}
-	if old, ok := d.refs[set][key]; ok {
-		*r = *old
-	}
-	if d.staged[set] == nil {
-		d.staged[set] = map[string]*elementRef{}
-	}
-	d.staged[set][key] = r
-	return r
+	return d.w.hairpin[a]
 }
 
-// remove drops one port's contribution of the elements.
-func (d *refDelta) remove(set string, els []ruleset.Element) {
-	s := d.sets[set]
-	for _, e := range els {
-		r := d.ref(set, e.KeyText(s))
-		if r.n--; r.n == 0 {
-			d.deletes[set] = append(d.deletes[set], r.el)
-		}
-	}
-}
-
-// add records one port's contribution of the elements.
-func (d *refDelta) add(set string, els []ruleset.Element) {
-	s := d.sets[set]
-	for _, e := range els {
-		r := d.ref(set, e.KeyText(s))
-		if r.n++; r.n == 1 {
-			r.el = e
-			d.adds[set] = append(d.adds[set], e)
-		}
-	}
-}
-
-// diff removes what old contributed and adds what cur contributes,
-// skipping elements present in both.
-func (d *refDelta) diff(old, cur map[string][]ruleset.Element) {
+// diff records what changes between a port's old and new elements.
+func (d *delta) diff(old, cur map[string][]ruleset.Element) {
 	for _, set := range slices.Sorted(maps.Keys(old)) {
-		d.remove(set, subtract(d.sets[set], old[set], cur[set]))
+		for _, e := range subtract(d.w.sets[set], old[set], cur[set]) {
+			d.remove(set, e)
+		}
 	}
 	for _, set := range slices.Sorted(maps.Keys(cur)) {
-		d.add(set, subtract(d.sets[set], cur[set], old[set]))
+		for _, e := range subtract(d.w.sets[set], cur[set], old[set]) {
+			d.add(set, e)
+		}
 	}
+}
+
+func (d *delta) remove(set string, e ruleset.Element) {
+	if set == setHairpin {
+		a := e.Key[0].Addr
+		n := d.hairpinCount(a) - 1
+		d.hairpin[a] = n
+		if n > 0 {
+			return
+		}
+	}
+	d.deletes[set] = append(d.deletes[set], e)
+}
+
+func (d *delta) add(set string, e ruleset.Element) {
+	if set == setHairpin {
+		a := e.Key[0].Addr
+		n := d.hairpinCount(a) + 1
+		d.hairpin[a] = n
+		if n > 1 {
+			return
+		}
+	}
+	d.adds[set] = append(d.adds[set], e)
 }
 
 // subtract gives the elements of a not in b (same key and same data).
@@ -133,28 +107,31 @@ func subtract(s *ruleset.Set, a, b []ruleset.Element) []ruleset.Element {
 	return out
 }
 
-// write appends the element operations: all deletions, then additions.
-func (d *refDelta) write(tx *ruleset.Transaction) {
+// write appends the element operations: all deletions, then additions
+// (a changed element is deleted and added again).
+func (d *delta) write(tx *ruleset.Transaction) {
 	for _, set := range slices.Sorted(maps.Keys(d.deletes)) {
-		tx.DeleteElements(d.sets[set], d.deletes[set])
+		tx.DeleteElements(d.w.sets[set], d.deletes[set])
 	}
 	for _, set := range slices.Sorted(maps.Keys(d.adds)) {
-		tx.AddElements(d.sets[set], d.adds[set])
+		tx.AddElements(d.w.sets[set], d.adds[set])
 	}
 }
 
-func (d *refDelta) commit() {
-	for set, m := range d.staged {
-		if d.refs[set] == nil {
-			d.refs[set] = map[string]*elementRef{}
+// commit folds the delta into what was written.
+func (d *delta) commit() {
+	for a, n := range d.hairpin {
+		if n <= 0 {
+			delete(d.w.hairpin, a)
+		} else {
+			d.w.hairpin[a] = n
 		}
-		for k, r := range m {
-			if r.n <= 0 {
-				delete(d.refs[set], k)
-			} else {
-				d.refs[set][k] = r
-			}
-		}
+	}
+	for set, els := range d.deletes {
+		d.w.counts[set] -= len(els)
+	}
+	for set, els := range d.adds {
+		d.w.counts[set] += len(els)
 	}
 }
 
@@ -180,7 +157,7 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// ordersOf copies a port's group orders into the family's.
+// mergeOrders copies a port's group orders into the family's.
 func mergeOrders(dst map[groupKey][]netip.AddrPort, src map[groupKey][]netip.AddrPort) {
 	for k, v := range src {
 		dst[k] = v

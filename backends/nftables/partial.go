@@ -2,101 +2,92 @@ package nftables
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// portChange is the staged outcome of re-rendering one service port.
+// portChange is one changed service port: what was written for it
+// (rendered again from the previous State) and what is wanted now.
 type portChange struct {
-	name     proxier.ServicePortName
-	obj      *portObjects // nil: the port is gone from this family
-	groups   []groupKey
-	released []groupKey
+	name      proxier.ServicePortName
+	old, cur  *portObjects // nil: nothing in this family
+	allocated []groupKey   // groups allocated for it by this sync
+	released  []groupKey   // groups it no longer uses
 }
 
 // partial re-renders only the service ports the diff names and writes the
 // difference in one transaction. An endpoint that appears, goes or
-// changes readiness changes elements only; a service port that appears,
-// goes or changes its spec also adds, rewrites or deletes its chains.
+// changes readiness changes elements only (except for ports with session
+// affinity); a service port that appears, goes or changes its spec also
+// adds, rewrites or deletes its chains.
 func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, diff *proxier.Diff) (syncResult, error) {
 	mapsBefore := f.ids.mapCount()
 	changes := f.stageChanges(st, diff)
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
+	var newSets []*ruleset.Set
 	for i := mapsBefore; i < f.ids.mapCount(); i++ {
-		s := endpointMapSet(endpointMap(i * groupsPerMap))
-		f.sets[s.Name] = s
-		tx.AddSet(s)
+		newSets = append(newSets, endpointMapSet(endpointMap(i*groupsPerMap)))
 	}
-	newSets, goneSets := f.portSetChanges(changes)
+	added, gone := portSetChanges(changes)
+	newSets = append(newSets, added...)
 	for _, s := range newSets {
-		f.sets[s.Name] = s
+		f.w.sets[s.Name] = s
 		tx.AddSet(s)
 	}
-	delta := newRefDelta(f.refs, f.sets)
-	f.writeChanges(tx, changes, delta)
-	for _, name := range goneSets {
+	d := newDelta(f.w)
+	removed := writeChains(tx, f.fc.nft, changes)
+	for _, c := range changes {
+		d.diff(elementsOf(c.old), elementsOf(c.cur))
+	}
+	d.write(tx)
+	for _, name := range removed {
+		tx.FlushChain(name)
+	}
+	for _, name := range removed {
+		tx.DeleteChain(name)
+	}
+	for _, name := range gone {
 		tx.DeleteSet(name)
 	}
 	if err := conn.Run(ctx, tx); err != nil {
-		f.rollback(changes)
+		f.rollback(changes, newSets)
 		return syncResult{}, err
 	}
-	delta.commit()
-	for _, c := range changes {
-		f.commitPort(c)
-	}
-	for _, name := range goneSets {
-		delete(f.sets, name)
-	}
-	rules, added, deleted := tx.Counts()
-	return syncResult{rules: rules, added: added, deleted: deleted}, nil
+	f.commitPartial(st, changes, d, removed, gone)
+	rules, nAdded, nDeleted := tx.Counts()
+	return syncResult{rules: rules, added: nAdded, deleted: nDeleted}, nil
 }
 
-// portSetChanges lists the ports' sets to create and, after their rules
-// are gone, to delete.
-func (f *familySync) portSetChanges(changes []portChange) (added []*ruleset.Set, gone []string) {
-	wanted := map[string]bool{}
-	for _, c := range changes {
-		if c.obj == nil {
-			continue
-		}
-		for _, s := range c.obj.sets {
-			wanted[s.Name] = true
-			if f.sets[s.Name] == nil {
-				added = append(added, s)
-			}
-		}
-	}
-	for _, c := range changes {
-		for _, s := range f.installed(c.name).sets {
-			if !wanted[s.Name] {
-				gone = append(gone, s.Name)
-			}
-		}
-	}
-	return added, gone
-}
-
-// stageChanges allocates groups for new ports and renders changed ones.
+// stageChanges allocates groups for new ports and renders each changed
+// port as written and as wanted.
 func (f *familySync) stageChanges(st *proxier.State, diff *proxier.Diff) []portChange {
+	prev := f.w.prev
 	r := f.renderer(st.Node)
 	var out []portChange
 	for _, name := range sortedNames(diff.Changed) {
 		c := portChange{name: name}
-		if sp := st.Services[name]; sp != nil {
-			c.groups = groupsOf(sp)
-			for _, k := range c.groups {
-				f.ids.ensure(k)
-			}
-			c.obj = r.render(sp, st.Endpoints[name])
+		var oldGroups []groupKey
+		if sp := prev.Services[name]; sp != nil {
+			oldGroups = groupsOf(sp)
+			c.old = f.renderer(prev.Node).render(sp, prev.Endpoints[name])
 		}
-		if old := f.ports[name]; old != nil {
-			for _, k := range old.groups {
-				if !slices.Contains(c.groups, k) {
-					c.released = append(c.released, k)
+		var curGroups []groupKey
+		if sp := st.Services[name]; sp != nil {
+			curGroups = groupsOf(sp)
+			for _, k := range curGroups {
+				if _, ok := f.ids.lookup(k); !ok {
+					f.ids.ensure(k)
+					c.allocated = append(c.allocated, k)
 				}
+			}
+			c.cur = r.render(sp, st.Endpoints[name])
+		}
+		for _, k := range oldGroups {
+			if !slices.Contains(curGroups, k) {
+				c.released = append(c.released, k)
 			}
 		}
 		out = append(out, c)
@@ -104,19 +95,36 @@ func (f *familySync) stageChanges(st *proxier.State, diff *proxier.Diff) []portC
 	return out
 }
 
-// writeChanges appends the operations in an order the kernel accepts:
-// new chains, rewritten rules, element deletions then additions (a map
-// element may name a new chain, or stop naming an old one), and last the
-// chains no longer wanted.
-func (f *familySync) writeChanges(tx *ruleset.Transaction, changes []portChange, delta *refDelta) {
+func elementsOf(o *portObjects) map[string][]ruleset.Element {
+	if o == nil {
+		return nil
+	}
+	return o.elements
+}
+
+func portChainsOf(o *portObjects) []*ruleset.Chain {
+	if o == nil {
+		return nil
+	}
+	return o.chains
+}
+
+// writeChains adds new chains and rewrites changed ones, and returns the
+// chains no longer wanted (deleted last, once nothing refers to them).
+func writeChains(tx *ruleset.Transaction, fam ruleset.Family, changes []portChange) []string {
 	var removed []string
 	for _, c := range changes {
-		old := f.installed(c.name)
-		for _, ch := range c.chains() {
-			switch fp, ok := old.chains[ch.Name]; {
+		old := map[string]string{}
+		for _, ch := range portChainsOf(c.old) {
+			old[ch.Name] = ch.ChainText(fam)
+		}
+		for _, ch := range portChainsOf(c.cur) {
+			text, ok := old[ch.Name]
+			delete(old, ch.Name)
+			switch {
 			case !ok:
 				tx.AddChain(ch)
-			case fp == fingerprint(f.fc.nft, ch):
+			case text == ch.ChainText(fam):
 				continue
 			default:
 				tx.FlushChain(ch.Name)
@@ -125,68 +133,69 @@ func (f *familySync) writeChanges(tx *ruleset.Transaction, changes []portChange,
 				tx.AddRule(ch.Name, r)
 			}
 		}
-		var cur map[string][]ruleset.Element
-		if c.obj != nil {
-			cur = c.obj.elements
-		}
-		delta.diff(old.elements, cur)
-		for name := range old.chains {
-			if !slices.ContainsFunc(c.chains(), func(ch *ruleset.Chain) bool { return ch.Name == name }) {
-				removed = append(removed, name)
+		removed = append(removed, slices.Collect(maps.Keys(old))...)
+	}
+	slices.Sort(removed)
+	return removed
+}
+
+// portSetChanges lists the ports' own sets to create and, after their
+// rules are gone, to delete.
+func portSetChanges(changes []portChange) (added []*ruleset.Set, gone []string) {
+	for _, c := range changes {
+		had := map[string]bool{}
+		if c.old != nil {
+			for _, s := range c.old.sets {
+				had[s.Name] = true
 			}
 		}
+		if c.cur != nil {
+			for _, s := range c.cur.sets {
+				if !had[s.Name] {
+					added = append(added, s)
+				}
+				delete(had, s.Name)
+			}
+		}
+		gone = append(gone, slices.Sorted(maps.Keys(had))...)
 	}
-	delta.write(tx)
-	slices.Sort(removed)
-	for _, name := range removed {
-		tx.FlushChain(name)
-	}
-	for _, name := range removed {
-		tx.DeleteChain(name)
-	}
+	return added, gone
 }
 
-func (c *portChange) chains() []*ruleset.Chain {
-	if c.obj == nil {
-		return nil
-	}
-	return c.obj.chains
-}
-
-// installed returns what was written for a port (empty if nothing).
-func (f *familySync) installed(name proxier.ServicePortName) *installedPort {
-	if ip := f.ports[name]; ip != nil {
-		return ip
-	}
-	return &installedPort{}
-}
-
-func (f *familySync) commitPort(c portChange) {
-	for _, k := range c.released {
-		f.ids.release(k)
-		delete(f.orders, k)
-	}
-	if c.obj == nil {
-		delete(f.ports, c.name)
-		for _, k := range c.groups {
+func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *delta, removed, gone []string) {
+	d.commit()
+	for _, c := range changes {
+		for _, k := range c.released {
 			f.ids.release(k)
 			delete(f.orders, k)
 		}
-		return
-	}
-	f.ports[c.name] = newInstalledPort(f.fc.nft, c.obj, c.groups)
-	mergeOrders(f.orders, c.obj.orders)
-}
-
-// rollback releases groups allocated for ports the kernel never got.
-func (f *familySync) rollback(changes []portChange) {
-	for _, c := range changes {
-		old := f.ports[c.name]
-		for _, k := range c.groups {
-			if old == nil || !slices.Contains(old.groups, k) {
-				f.ids.release(k)
+		if c.cur != nil {
+			mergeOrders(f.orders, c.cur.orders)
+			for _, ch := range c.cur.chains {
+				f.w.rules[ch.Name] = len(ch.Rules)
 			}
 		}
+	}
+	for _, name := range removed {
+		delete(f.w.rules, name)
+	}
+	for _, name := range gone {
+		delete(f.w.sets, name)
+		delete(f.w.counts, name)
+	}
+	f.w.prev = st
+}
+
+// rollback releases groups allocated for ports the kernel never got; the
+// next sync is full.
+func (f *familySync) rollback(changes []portChange, newSets []*ruleset.Set) {
+	for _, c := range changes {
+		for _, k := range c.allocated {
+			f.ids.release(k)
+		}
+	}
+	for _, s := range newSets {
+		delete(f.w.sets, s.Name)
 	}
 	f.needFull = true
 }

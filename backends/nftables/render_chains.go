@@ -46,8 +46,11 @@ func (r *portRenderer) externalChain(v *portView, cluster, local picker) *rulese
 		c.Rules = append(c.Rules, dnatRules(cluster)...)
 		return c
 	}
+	// Short-circuited traffic goes to the Cluster group, which an
+	// externally accessible port always has; its endpoints, not their
+	// number, are data, so the rules do not depend on them.
 	short := cluster
-	if short == nil || len(v.sel.Cluster) == 0 {
+	if short == nil {
 		short = local
 	}
 	if r.fc.clusterCIDR.IsValid() {

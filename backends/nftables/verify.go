@@ -3,6 +3,8 @@ package nftables
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/klog/v2"
 )
@@ -40,25 +42,14 @@ func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 // mismatch names the first difference between the counts and what was
 // written, or "".
 func (f *familySync) mismatch(c TableCounts) string {
-	want := map[string]int{}
-	for name, m := range f.base {
-		want[name] = m.rules
-	}
-	for _, p := range f.ports {
-		for name, m := range p.chains {
-			want[name] = m.rules
-		}
-	}
-	for name, n := range want {
+	for _, name := range slices.Sorted(maps.Keys(f.w.rules)) {
+		n := f.w.rules[name]
 		if got, ok := c.Rules[name]; !ok || got != n {
 			return fmt.Sprintf("chain %s has %d rules, %d written", name, got, n)
 		}
 	}
-	for name, s := range f.sets {
-		if s.Dynamic {
-			continue
-		}
-		if got, n := c.Elements[name], len(f.refs[name]); got != n {
+	for _, name := range slices.Sorted(maps.Keys(f.w.counts)) {
+		if got, n := c.Elements[name], f.w.counts[name]; got != n {
 			return fmt.Sprintf("set %s has %d elements, %d written", name, got, n)
 		}
 	}

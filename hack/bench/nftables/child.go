@@ -89,11 +89,26 @@ func (w *syncWatch) arm(cond func(*proxier.State) bool) <-chan struct{} {
 	return w.done
 }
 
-func runChild(n, eps, changes, newServices int) (*childResult, error) {
+// nullBackend programs nothing: a run with it measures the process
+// without the nftables backend (the proxier, informers and the fake API
+// server with its objects), the baseline of the RSS figure.
+type nullBackend struct{}
+
+func (nullBackend) Name() string { return "null" }
+func (nullBackend) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier.SyncResult, error) {
+	return proxier.SyncResult{}, nil
+}
+func (nullBackend) Cleanup(context.Context) error { return nil }
+
+func runChild(n, eps, changes, newServices int, null bool) (*childResult, error) {
 	client := fake.NewClientset(objects(n, eps)...)
-	be, err := nftables.New(nftables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)}, Conn: nftables.NewNetlinkConn()})
-	if err != nil {
-		return nil, err
+	var be proxier.Backend = nullBackend{}
+	if !null {
+		nb, err := nftables.New(nftables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)}, Conn: nftables.NewNetlinkConn()})
+		if err != nil {
+			return nil, err
+		}
+		be = nb
 	}
 	tb := &timedBackend{Backend: be}
 	w := &syncWatch{}
@@ -102,6 +117,12 @@ func runChild(n, eps, changes, newServices int) (*childResult, error) {
 	defer cancel()
 	res := &childResult{}
 	first := w.arm(func(st *proxier.State) bool { return len(st.Services) == n })
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer f.Close()
+		}
+	}
 	sys0, _ := cpu()
 	start := time.Now()
 	go func() { _ = p.Run(ctx) }()
@@ -110,6 +131,7 @@ func runChild(n, eps, changes, newServices int) (*childResult, error) {
 	}
 	sys1, _ := cpu()
 	res.FirstSyncTotal, res.FirstSyncBackend, res.FirstSyncSys = time.Since(start), tb.lastSync(), sys1-sys0
+	pprof.StopCPUProfile()
 	// The daemon returns a full sync's transient memory to the OS right
 	// after it (cmd/switchyard/app/memory.go); do the same before reading
 	// RSS. The process also holds the fake API server's 2n objects.

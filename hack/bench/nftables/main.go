@@ -28,10 +28,11 @@ func main() {
 	runs := flag.Int("runs", 3, "runs per scale, each in a fresh namespace")
 	changes := flag.Int("changes", 50, "one-endpoint changes per run")
 	newSvcs := flag.Int("new-services", 10, "new services per run")
+	null := flag.Bool("null-backend", false, "with -child: program nothing (the RSS baseline)")
 	flag.Parse()
 	if *child {
 		n, _ := strconv.Atoi(*scales)
-		res, err := runChild(n, *eps, *changes, *newSvcs)
+		res, err := runChild(n, *eps, *changes, *newSvcs, *null)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
@@ -70,17 +71,22 @@ func scale(n, eps, runs, changes, newSvcs int) error {
 	if err != nil {
 		return fmt.Errorf("%d services, floor: %w", n, err)
 	}
-	report(n, eps, results, floors)
+	base, err := inNetns(func(ns string) (*childResult, error) { return runChildIn(ns, n, eps, 0, 0, "-null-backend") })
+	if err != nil {
+		return fmt.Errorf("%d services, baseline: %w", n, err)
+	}
+	report(n, eps, results, floors, base.RSSAfterFirst)
 	return nil
 }
 
-func runChildIn(ns string, n, eps, changes, newSvcs int) (*childResult, error) {
+func runChildIn(ns string, n, eps, changes, newSvcs int, extra ...string) (*childResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, self, "-child", "-scales", strconv.Itoa(n),
-		"-endpoints", strconv.Itoa(eps), "-changes", strconv.Itoa(changes), "-new-services", strconv.Itoa(newSvcs))
+	args := append([]string{"netns", "exec", ns, self, "-child", "-scales", strconv.Itoa(n),
+		"-endpoints", strconv.Itoa(eps), "-changes", strconv.Itoa(changes), "-new-services", strconv.Itoa(newSvcs)}, extra...)
+	cmd := exec.Command("ip", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

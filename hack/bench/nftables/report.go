@@ -41,7 +41,7 @@ func perRun(results []*childResult, f func(*childResult) time.Duration) []time.D
 
 // report prints one scale's figures: medians over runs for the first
 // sync, percentiles over all changes of all runs.
-func report(n, eps int, results []*childResult, floors []time.Duration) {
+func report(n, eps int, results []*childResult, floors []time.Duration, baseRSS int64) {
 	first := median(perRun(results, func(r *childResult) time.Duration { return r.FirstSyncBackend }))
 	fl := median(floors)
 	fmt.Printf("\n== nftables mode, %d services x %d endpoints, %d runs (each in a fresh network namespace) ==\n", n, eps, len(results))
@@ -53,7 +53,8 @@ func report(n, eps int, results []*childResult, floors []time.Duration) {
 	for _, r := range results {
 		rss = max(rss, r.RSSAfterFirst)
 	}
-	fmt.Printf("RSS after first sync (max of runs)    %8.1f MiB\n", float64(rss)/(1<<20))
+	fmt.Printf("RSS after first sync (max of runs)    %8.1f MiB   same process with a null backend %.1f MiB: nftables mode adds %.1f MiB\n",
+		float64(rss)/(1<<20), float64(baseRSS)/(1<<20), float64(rss-baseRSS)/(1<<20))
 	for _, kind := range []struct {
 		name string
 		new  bool

@@ -1,0 +1,92 @@
+package nftables_test
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
+)
+
+func cloneState(st *proxier.State) *proxier.State {
+	return &proxier.State{Services: maps.Clone(st.Services), Endpoints: maps.Clone(st.Endpoints), Node: st.Node}
+}
+
+func changedDiff(names ...proxier.ServicePortName) *proxier.Diff {
+	d := &proxier.Diff{Changed: map[proxier.ServicePortName]struct{}{}}
+	for _, n := range names {
+		d.Changed[n] = struct{}{}
+	}
+	return d
+}
+
+// TestPartialSyncsReachFullSyncTable reaches the fixture through partial
+// syncs (endpoints restored one port at a time, a port removed and added
+// back) and checks that the table is then exactly what one full sync
+// writes, and that each partial sync wrote elements only when only
+// endpoints changed.
+func TestPartialSyncsReachFullSyncTable(t *testing.T) {
+	state, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	b := flowBackend(t, fake, node)
+	empty := cloneState(state)
+	for n := range empty.Endpoints {
+		empty.Endpoints[n] = nil
+	}
+	mustSync(t, b, empty, fullDiff())
+	cur := empty
+	for _, n := range sortedPorts(state) {
+		cur = cloneState(cur)
+		cur.Endpoints[n] = state.Endpoints[n]
+		before := len(fake.Transactions)
+		if res := mustSync(t, b, cur, changedDiff(n)); res.Full {
+			t.Fatalf("partial sync of %s went full", n)
+		}
+		if state.Services[n].AffinityTimeoutSeconds == 0 {
+			assertElementsOnly(t, fake.Transactions[before:], n)
+		}
+	}
+	some := sortedPorts(state)[0]
+	gone := cloneState(cur)
+	delete(gone.Services, some)
+	delete(gone.Endpoints, some)
+	mustSync(t, b, gone, changedDiff(some))
+	mustSync(t, b, state, changedDiff(some))
+
+	ref := nfttest.NewFake()
+	mustSync(t, flowBackend(t, ref, node), state, fullDiff())
+	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
+		if d := cmp.Diff(ref.Dump(fam, nftables.TableName), fake.Dump(fam, nftables.TableName)); d != "" {
+			t.Errorf("%s table after partial syncs differs from a full sync (-full +partial):\n%s", fam, d)
+		}
+	}
+	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+}
+
+// assertElementsOnly checks that endpoint changes touched no rule.
+func assertElementsOnly(t *testing.T, txs []*ruleset.Transaction, n proxier.ServicePortName) {
+	t.Helper()
+	for _, tx := range txs {
+		for _, op := range tx.Ops {
+			switch op.Kind {
+			case ruleset.OpAddElements, ruleset.OpDeleteElements:
+			default:
+				t.Errorf("endpoints of %s changed: transaction has %s", n, op.String())
+			}
+		}
+	}
+}
+
+func sortedPorts(st *proxier.State) []proxier.ServicePortName {
+	var out []proxier.ServicePortName
+	for n := range st.Services {
+		out = append(out, n)
+	}
+	slicesSort(out)
+	return out
+}
