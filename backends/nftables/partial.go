@@ -52,9 +52,11 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 	for _, name := range gone {
 		tx.DeleteSet(name)
 	}
-	if err := conn.Run(ctx, tx); err != nil {
-		f.rollback(changes, newSets)
-		return syncResult{}, err
+	if tx.Len() > 0 { // nothing changed: no commit, no new generation
+		if err := conn.Run(ctx, tx); err != nil {
+			f.rollback(changes, newSets)
+			return syncResult{}, err
+		}
 	}
 	f.commitPartial(st, changes, d, removed, gone)
 	rules, nAdded, nDeleted := tx.Counts()
