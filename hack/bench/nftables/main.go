@@ -139,7 +139,11 @@ func floor(n, eps, runs int) ([]time.Duration, error) {
 			if o, err := exec.Command("ip", "netns", "exec", ns, "nft", "-f", path).CombinedOutput(); err != nil {
 				return 0, fmt.Errorf("nft -f: %v: %s", err, firstLines(string(o), 5))
 			}
-			return time.Since(start), nil
+			d := time.Since(start)
+			if r == 0 {
+				cliElementCost(ns)
+			}
+			return d, nil
 		})
 		if err != nil {
 			return nil, err
@@ -148,6 +152,28 @@ func floor(n, eps, runs int) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// cliElementCost times what a library running the nft binary (as
+// sigs.k8s.io/knftables does) pays for the smallest change: one element
+// added in one `nft -f -` transaction, on the loaded table.
+func cliElementCost(ns string) {
+	var ds []time.Duration
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(fmt.Sprintf("add element ip %s hairpin-endpoints { 10.250.0.%d . 10.250.0.%d }\n", nftables.TableName, i+1, i+1))
+		start := time.Now()
+		if o, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: nft add element: %v: %s\n", err, o)
+			return
+		}
+		ds = append(ds, time.Since(start))
+	}
+	fmt.Fprintf(os.Stderr, "bench: one element through the nft binary: median %s of %v\n", ms(median(ds)), ds)
+	cliCost = median(ds)
+}
+
+// cliCost is the last cliElementCost median, for the report.
+var cliCost time.Duration
 
 func firstLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)

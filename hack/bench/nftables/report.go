@@ -48,6 +48,7 @@ func report(n, eps int, results []*childResult, floors []time.Duration, baseRSS 
 	fmt.Printf("first full sync (backend Sync)        %8.2f s   runs: %v\n", first.Seconds(), perRun(results, func(r *childResult) time.Duration { return r.FirstSyncBackend }))
 	fmt.Printf("first sync from start (list included) %8.2f s\n", median(perRun(results, func(r *childResult) time.Duration { return r.FirstSyncTotal })).Seconds())
 	fmt.Printf("floor: nft -f of the same ruleset     %8.2f s   runs: %v   ratio %.2fx\n", fl.Seconds(), floors, first.Seconds()/fl.Seconds())
+	fmt.Printf("one element via the nft binary        %8.1f ms  (what a library running nft pays per change)\n", float64(cliCost.Microseconds())/1000)
 	fmt.Printf("kernel CPU of the first sync          %8.2f s\n", median(perRun(results, func(r *childResult) time.Duration { return r.FirstSyncSys })).Seconds())
 	var rss int64
 	for _, r := range results {
