@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -25,6 +26,12 @@ type NetlinkConn struct {
 	// is one batch of tens of MB, and the kernel acknowledges every
 	// message of it.
 	bufferBytes int
+
+	mu sync.Mutex
+	// conn is opened on first use, in the network namespace of the
+	// thread that uses it first, and kept: opening and closing a
+	// netfilter netlink socket per transaction cost ~10 ms each here.
+	conn *gnft.Conn
 }
 
 var _ Conn = (*NetlinkConn)(nil)
@@ -38,17 +45,29 @@ const maxElementsPerMessage = 512
 
 // Run implements Conn.
 func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
-	c, err := gnft.New(gnft.WithSockOptions(n.buffers))
-	if err != nil {
-		return fmt.Errorf("netlink: %w", err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.conn == nil {
+		c, err := gnft.New(gnft.AsLasting(), gnft.WithSockOptions(n.buffers))
+		if err != nil {
+			return fmt.Errorf("netlink: %w", err)
+		}
+		n.conn = c
 	}
+	c := n.conn
 	b := &batch{c: c, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
 	for i := range tx.Ops {
 		if err := b.add(&tx.Ops[i]); err != nil {
+			_ = c.CloseLasting() // drop the half-built batch with the socket
+			n.conn = nil
 			return fmt.Errorf("operation %d (%s): %w", i, tx.Ops[i].String(), err)
 		}
 	}
 	if err := c.Flush(); err != nil {
+		// Answers of a rejected batch may still be queued: start the
+		// next transaction on a fresh socket.
+		_ = c.CloseLasting()
+		n.conn = nil
 		return summarize(err)
 	}
 	return nil
