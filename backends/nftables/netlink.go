@@ -32,6 +32,9 @@ type NetlinkConn struct {
 	// thread that uses it first, and kept: opening and closing a
 	// netfilter netlink socket per transaction cost ~10 ms each here.
 	conn *gnft.Conn
+
+	qmu   sync.Mutex
+	query *netlink.Conn // for ListObjects, Counts, Generation
 }
 
 var _ Conn = (*NetlinkConn)(nil)

@@ -17,13 +17,19 @@ import (
 // services stays a few dumps of small messages.
 
 // request sends one nf_tables request (a dump when dump is set) and
-// returns the answers.
-func request(msgType uint16, fam ruleset.Family, dump bool, attrs ...netlink.Attribute) ([]netlink.Message, error) {
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
+// returns the answers. The socket is kept, as Run's is: closing one right
+// after a commit waits for the kernel (~10 ms here).
+func (n *NetlinkConn) request(msgType uint16, fam ruleset.Family, dump bool, attrs ...netlink.Attribute) ([]netlink.Message, error) {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	if n.query == nil {
+		c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		n.query = c
 	}
-	defer c.Close()
+	c := n.query
 	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return nil, err
@@ -42,7 +48,14 @@ func request(msgType uint16, fam ruleset.Family, dump bool, attrs ...netlink.Att
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType)), Flags: flags},
 		Data:   append([]byte{proto, unix.NFNETLINK_V0, 0, 0}, data...),
 	}
-	return c.Execute(msg)
+	msgs, err := c.Execute(msg)
+	var errno unix.Errno
+	if err != nil && !errors.As(err, &errno) {
+		// Not an answer of the kernel: the socket may be out of step.
+		_ = c.Close()
+		n.query = nil
+	}
+	return msgs, err
 }
 
 func strAttr(typ uint16, s string) netlink.Attribute {
@@ -83,7 +96,7 @@ func names(msgs []netlink.Message, typ uint16) ([]string, error) {
 
 // ListObjects implements Conn.
 func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table string) (TableObjects, bool, error) {
-	_, err := request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
+	_, err := n.request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
 	if errors.Is(err, unix.ENOENT) {
 		return TableObjects{}, false, nil
 	}
@@ -91,14 +104,14 @@ func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table s
 		return TableObjects{}, false, fmt.Errorf("get table: %w", err)
 	}
 	var objs TableObjects
-	msgs, err := request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
+	msgs, err := n.request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
 	if err == nil {
 		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_NAME)
 	}
 	if err != nil {
 		return objs, true, fmt.Errorf("list chains: %w", err)
 	}
-	msgs, err = request(unix.NFT_MSG_GETSET, fam, true, strAttr(unix.NFTA_SET_TABLE, table))
+	msgs, err = n.request(unix.NFT_MSG_GETSET, fam, true, strAttr(unix.NFTA_SET_TABLE, table))
 	if err == nil {
 		objs.Sets, err = names(msgs, unix.NFTA_SET_NAME)
 	}
@@ -118,7 +131,7 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 	for _, ch := range objs.Chains {
 		c.Rules[ch] = 0
 	}
-	msgs, err := request(unix.NFT_MSG_GETRULE, fam, true, strAttr(unix.NFTA_RULE_TABLE, table))
+	msgs, err := n.request(unix.NFT_MSG_GETRULE, fam, true, strAttr(unix.NFTA_RULE_TABLE, table))
 	if err != nil {
 		return c, fmt.Errorf("list rules: %w", err)
 	}
@@ -130,7 +143,7 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 		c.Rules[ch]++
 	}
 	for _, s := range objs.Sets {
-		if c.Elements[s], err = countElements(fam, table, s); err != nil {
+		if c.Elements[s], err = n.countElements(fam, table, s); err != nil {
 			return c, fmt.Errorf("list elements of %s: %w", s, err)
 		}
 	}
@@ -139,13 +152,13 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 
 // countElements counts a set's elements, an interval (a start and an end
 // element in the kernel) once.
-func countElements(fam ruleset.Family, table, set string) (int, error) {
-	msgs, err := request(unix.NFT_MSG_GETSETELEM, fam, true,
+func (n *NetlinkConn) countElements(fam ruleset.Family, table, set string) (int, error) {
+	msgs, err := n.request(unix.NFT_MSG_GETSETELEM, fam, true,
 		strAttr(unix.NFTA_SET_ELEM_LIST_TABLE, table), strAttr(unix.NFTA_SET_ELEM_LIST_SET, set))
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	count := 0
 	for _, m := range msgs {
 		ad, err := attrs(m)
 		if err != nil {
@@ -156,7 +169,7 @@ func countElements(fam ruleset.Family, table, set string) (int, error) {
 				ad.Nested(func(list *netlink.AttributeDecoder) error {
 					for list.Next() {
 						if list.Type() == unix.NFTA_LIST_ELEM && !isIntervalEnd(list.Bytes()) {
-							n++
+							count++
 						}
 					}
 					return nil
@@ -167,7 +180,7 @@ func countElements(fam ruleset.Family, table, set string) (int, error) {
 			return 0, err
 		}
 	}
-	return n, nil
+	return count, nil
 }
 
 func isIntervalEnd(elem []byte) bool {
@@ -186,7 +199,7 @@ func isIntervalEnd(elem []byte) bool {
 
 // Generation implements Conn.
 func (n *NetlinkConn) Generation(context.Context) (uint32, error) {
-	msgs, err := request(unix.NFT_MSG_GETGEN, "", false)
+	msgs, err := n.request(unix.NFT_MSG_GETGEN, "", false)
 	if err != nil {
 		return 0, fmt.Errorf("get generation: %w", err)
 	}
