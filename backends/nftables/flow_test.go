@@ -2,6 +2,7 @@ package nftables_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -44,4 +45,31 @@ func TestFlowTable(t *testing.T) {
 	fake := nfttest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+}
+
+// TestNodePortAddresses: with --nodeport-addresses, NodePorts answer only
+// on local addresses inside the prefixes.
+func TestNodePortAddresses(t *testing.T) {
+	state, node := flowtest.Fixture()
+	for _, tc := range []struct {
+		prefix  string
+		served  bool
+		comment string
+	}{{"192.168.0.0/24", true, "node IP inside"}, {"10.200.0.0/16", false, "node IP outside"}} {
+		fake := nfttest.NewFake()
+		b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, ClusterCIDRs: node.ClusterCIDRs,
+			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix(tc.prefix)}, Conn: fake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustSync(t, b, state, fullDiff())
+		got, err := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}.Flow(flowtest.Packet{
+			SrcIP: netip.MustParseAddr("203.0.113.7"), DstIP: netip.MustParseAddr("192.168.0.10"), DstPort: 30080, Protocol: v1.ProtocolTCP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if served := len(got.Endpoints) > 0; served != tc.served {
+			t.Errorf("%s (%s): NodePort reached %v, want served=%v", tc.prefix, tc.comment, got.Endpoints, tc.served)
+		}
+	}
 }

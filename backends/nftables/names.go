@@ -29,7 +29,6 @@ const (
 	setFirewallIPs      = "firewall-ips"
 	setNoEndpoints      = "no-endpoint-services"
 	setNoEndpointPorts  = "no-endpoint-nodeports"
-	setNodePortIPs      = "nodeport-ips"
 	setHairpin          = "hairpin-endpoints"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"

@@ -39,9 +39,6 @@ func baseSets(fc *familyConfig) []*ruleset.Set {
 		{Name: setNoEndpointPorts, Key: keyNodePort, Comment: "NodePorts with no endpoints"},
 		{Name: setHairpin, Key: keyHairpin, Comment: "endpoint . endpoint: connections a pod makes to itself through a service"},
 	}
-	if len(fc.nodePortAddrs) > 0 {
-		sets = append(sets, &ruleset.Set{Name: setNodePortIPs, Key: ruleset.Fields{ruleset.FieldDaddr}, Comment: "IPs that accept NodePort traffic"})
-	}
 	return sets
 }
 
@@ -68,23 +65,30 @@ func baseChains(fc *familyConfig) []*ruleset.Chain {
 			ruleset.R(ruleset.MarkSet{Bit: fc.masqueradeMark, Xor: true}),
 			ruleset.R(ruleset.Masquerade{}),
 		}},
-		{Name: chainServices, Rules: []ruleset.Rule{
-			ruleset.R(ruleset.VMap{Key: keyDst, Map: setServiceIPs}),
-			ruleset.R(append(nodePortMatch(fc), ruleset.VMap{Key: keyNodePort, Map: setServiceNodePorts})...),
-		}},
+		{Name: chainServices, Rules: append([]ruleset.Rule{ruleset.R(ruleset.VMap{Key: keyDst, Map: setServiceIPs})},
+			nodePortRules(fc, ruleset.VMap{Key: keyNodePort, Map: setServiceNodePorts})...)},
 	}
 }
 
-// nodePortMatch selects the destinations that accept NodePorts: the
-// --nodeport-addresses, or else every local address but loopback.
-func nodePortMatch(fc *familyConfig) []ruleset.Expr {
-	if len(fc.nodePortAddrs) > 0 {
-		return []ruleset.Expr{ruleset.Lookup{Key: ruleset.Fields{ruleset.FieldDaddr}, Set: setNodePortIPs}}
+// nodePortRules are one rule per set of destinations that accept
+// NodePorts, each ending with the given expressions: local addresses in
+// each --nodeport-addresses prefix, or else every local address but
+// loopback. The prefixes are configuration, so they are rules, as in the
+// iptables mode.
+func nodePortRules(fc *familyConfig, tail ...ruleset.Expr) []ruleset.Rule {
+	local := ruleset.FibLocal{Field: ruleset.FieldDaddr}
+	var matches [][]ruleset.Expr
+	for _, p := range fc.nodePortAddrs {
+		matches = append(matches, []ruleset.Expr{local, ruleset.Cmp{Field: ruleset.FieldDaddr, Prefix: p.Masked()}})
 	}
-	return []ruleset.Expr{
-		ruleset.FibLocal{Field: ruleset.FieldDaddr},
-		ruleset.Cmp{Field: ruleset.FieldDaddr, Neq: true, Prefix: fc.loopback},
+	if len(matches) == 0 {
+		matches = [][]ruleset.Expr{{local, ruleset.Cmp{Field: ruleset.FieldDaddr, Neq: true, Prefix: fc.loopback}}}
 	}
+	out := make([]ruleset.Rule, len(matches))
+	for i, m := range matches {
+		out[i] = ruleset.R(append(m, tail...)...)
+	}
+	return out
 }
 
 // endpointsCheckRules refuse new connections to service addresses without
@@ -93,11 +97,12 @@ func nodePortMatch(fc *familyConfig) []ruleset.Expr {
 // last endpoint changes elements only.
 func endpointsCheckRules(fc *familyConfig) []ruleset.Rule {
 	svc := ruleset.Lookup{Key: keyDst, Set: setNoEndpoints}
-	np := append(nodePortMatch(fc), ruleset.Lookup{Key: keyNodePort, Set: setNoEndpointPorts})
-	return []ruleset.Rule{
-		ruleset.R(proto(ruleset.ProtoTCP), svc, ruleset.Reject{TCPReset: true}),
+	np := ruleset.Lookup{Key: keyNodePort, Set: setNoEndpointPorts}
+	tcp := proto(ruleset.ProtoTCP)
+	rules := []ruleset.Rule{
+		ruleset.R(tcp, svc, ruleset.Reject{TCPReset: true}),
 		ruleset.R(svc, ruleset.Reject{}),
-		ruleset.R(append(append([]ruleset.Expr{proto(ruleset.ProtoTCP)}, np...), ruleset.Reject{TCPReset: true})...),
-		ruleset.R(append(np, ruleset.Reject{})...),
 	}
+	rules = append(rules, nodePortRules(fc, tcp, np, ruleset.Reject{TCPReset: true})...)
+	return append(rules, nodePortRules(fc, np, ruleset.Reject{})...)
 }
