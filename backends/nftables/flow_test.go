@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
@@ -70,6 +71,37 @@ func TestNodePortAddresses(t *testing.T) {
 		}
 		if served := len(got.Endpoints) > 0; served != tc.served {
 			t.Errorf("%s (%s): NodePort reached %v, want served=%v", tc.prefix, tc.comment, got.Endpoints, tc.served)
+		}
+	}
+}
+
+// TestLoadBalancerSourceRanges: only sources inside loadBalancerSourceRanges
+// reach the load-balancer IP; the cluster IP stays open.
+func TestLoadBalancerSourceRanges(t *testing.T) {
+	state, node := flowtest.Fixture()
+	name := proxier.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "fw"}, Port: "http", Protocol: v1.ProtocolTCP}
+	state.Services[name] = &proxier.ServicePort{Name: name, Protocol: v1.ProtocolTCP, Port: 80,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.90")}, NodePort: 30095,
+		LoadBalancerIPs:          []netip.Addr{netip.MustParseAddr("198.51.100.90")},
+		LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
+	state.Endpoints[name] = []proxier.Endpoint{{IP: netip.MustParseAddr("10.244.2.91"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b"}}
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	m := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	for _, tc := range []struct {
+		src, dst string
+		want     flowtest.Expect
+	}{
+		{"203.0.113.7", "198.51.100.90", flowtest.Expect{Endpoints: []string{"10.244.2.91:8080"}}},
+		{"198.18.0.1", "198.51.100.90", flowtest.Expect{Drop: true}},
+		{"198.18.0.1", "10.96.0.90", flowtest.Expect{Endpoints: []string{"10.244.2.91:8080"}}},
+	} {
+		got, err := m.Flow(flowtest.Packet{SrcIP: netip.MustParseAddr(tc.src), DstIP: netip.MustParseAddr(tc.dst), DstPort: 80, Protocol: v1.ProtocolTCP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := flowtest.Diff(tc.want, got); d != "" {
+			t.Errorf("%s -> %s (-want +got):\n%s", tc.src, tc.dst, d)
 		}
 	}
 }
