@@ -26,3 +26,15 @@ func PrefixesOfFamily(all []netip.Prefix, family v1.IPFamily) []netip.Prefix {
 	}
 	return out
 }
+
+// AddrsOfFamily keeps the valid addresses of one family, IPv4-mapped
+// IPv6 addresses unmapped (external and load-balancer IPs).
+func AddrsOfFamily(addrs []netip.Addr, family v1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.IsValid() && FamilyOf(a) == family {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}

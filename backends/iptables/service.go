@@ -79,8 +79,8 @@ func (r *serviceRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) 
 	}
 	v := &servicePortView{
 		sp: sp, name: sp.Name.String(), proto: proto, clusterIP: cip.Unmap(),
-		externalIPs:  familyAddrs(sp.ExternalIPs, r.fc.family),
-		lbIPs:        familyAddrs(sp.LoadBalancerIPs, r.fc.family),
+		externalIPs:  proxier.AddrsOfFamily(sp.ExternalIPs, r.fc.family),
+		lbIPs:        proxier.AddrsOfFamily(sp.LoadBalancerIPs, r.fc.family),
 		sourceRanges: proxier.PrefixesOfFamily(sp.LoadBalancerSourceRanges, r.fc.family),
 		chains:       chainsFor(sp.Name),
 		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
@@ -170,16 +170,6 @@ func protocolName(p v1.Protocol) string {
 		return strings.ToLower(string(p))
 	}
 	return ""
-}
-
-func familyAddrs(addrs []netip.Addr, family v1.IPFamily) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range addrs {
-		if a.IsValid() && proxier.FamilyOf(a) == family {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
 }
 
 // hostPrefix formats an address as a host prefix ("10.0.0.1/32"), as

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -139,22 +140,12 @@ func (d *delta) commit() {
 func sortedNames[V any](m map[proxier.ServicePortName]V) []proxier.ServicePortName {
 	names := slices.Collect(maps.Keys(m))
 	slices.SortFunc(names, func(a, b proxier.ServicePortName) int {
-		if c := compareStrings(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name); c != 0 {
+		if c := strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name); c != 0 {
 			return c
 		}
-		return compareStrings(a.Port+"/"+string(a.Protocol), b.Port+"/"+string(b.Protocol))
+		return strings.Compare(a.Port+"/"+string(a.Protocol), b.Port+"/"+string(b.Protocol))
 	})
 	return names
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mergeOrders copies a port's group orders into the family's.

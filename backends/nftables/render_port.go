@@ -71,8 +71,8 @@ func (r *portRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) *po
 	}
 	return &portView{
 		sp: sp, proto: p, clusterIP: cip.Unmap(),
-		externalIPs:  familyAddrs(sp.ExternalIPs, r.fc.family),
-		lbIPs:        familyAddrs(sp.LoadBalancerIPs, r.fc.family),
+		externalIPs:  proxier.AddrsOfFamily(sp.ExternalIPs, r.fc.family),
+		lbIPs:        proxier.AddrsOfFamily(sp.LoadBalancerIPs, r.fc.family),
 		sourceRanges: proxier.PrefixesOfFamily(sp.LoadBalancerSourceRanges, r.fc.family),
 		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
 		chains:       chainsOf(sp.Name),
@@ -232,16 +232,6 @@ func protoNumber(p v1.Protocol) (uint8, bool) {
 		return ruleset.ProtoSCTP, true
 	}
 	return 0, false
-}
-
-func familyAddrs(addrs []netip.Addr, family v1.IPFamily) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range addrs {
-		if a.IsValid() && proxier.FamilyOf(a) == family {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
 }
 
 // validEndpoints drops endpoints no element can be written for.
