@@ -72,6 +72,8 @@ func runDataplaneTable(t *testing.T, mode string) {
 		t.Run("KUBE-SERVICES listing", func(t *testing.T) { testKubeServicesListing(t, m) })
 	case "ipvs":
 		t.Run("ipvsadm listing", func(t *testing.T) { testIPVSListing(t, m) })
+	case "nftables":
+		t.Run("nft list table", func(t *testing.T) { testNFTListing(t, m) })
 	}
 	t.Run("prometheus scrapes sync metrics", func(t *testing.T) { testPrometheus(t, m) })
 	t.Run("--cleanup removes everything", func(t *testing.T) { testCleanup(t, m) })
@@ -106,6 +108,9 @@ func testCleanup(t *testing.T, m *modeEnv) {
 	if m.mode == "ipvs" {
 		checkIPVSCleanedUp(t, m)
 	}
+	if m.mode == "nftables" {
+		checkNFTCleanedUp(t, m)
+	}
 }
 
 // modesEnv overrides the proxy modes TestDataplane runs (space or comma
@@ -116,7 +121,7 @@ func e2eModes() []string {
 	if v := os.Getenv(modesEnv); v != "" {
 		return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' })
 	}
-	return []string{"iptables", "userspace"}
+	return []string{"iptables", "nftables", "userspace"}
 }
 
 func podNames(pods []framework.Pod) []string {
@@ -295,6 +300,8 @@ func testIgnoredServices(t *testing.T, m *modeEnv) {
 		}
 	case "ipvs":
 		checkNoIPVSFor(t, m, other.Spec.ClusterIP)
+	case "nftables":
+		checkNoNFTFor(t, m, "headless", "extname", "other-proxy")
 	}
 }
 
