@@ -51,7 +51,7 @@ test: deps lint unit kernel e2e vm e2e-vm
 bench:
 	hack/bench.sh
 
-# make demo [MODE=iptables|userspace] [KEEP=1]
+# make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables
 demo: deps build tools
 	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \

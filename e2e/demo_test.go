@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 )
 
@@ -35,16 +38,37 @@ func TestDemo(t *testing.T) {
 	fmt.Printf("\n== switchyard %s mode: service %s/demo at %s, 3 pods %v\n", mode, m.Namespace, addr, m.Topo.PodIPs())
 	printSpread(t, m, addr)
 	// The chain an operator looks at first: kube-proxy's in iptables
-	// mode, the old userspace portals chain in userspace mode.
+	// mode, the old userspace portals chain in userspace mode; in nftables
+	// mode its table, after a NodePort request.
 	if chain := map[string]string{"iptables": "KUBE-SERVICES", "userspace": "KUBE-PORTALS-CONTAINER"}[mode]; chain != "" {
 		fmt.Printf("\n== ip netns exec %s iptables -t nat -L %s -n\n%s", m.Topo.NodeNS, chain,
 			nodeIPTables(t, m, "-t", "nat", "-L", chain, "-n"))
+	}
+	if mode == "nftables" {
+		demoNFTables(t, m)
 	}
 	printMetrics(t, m)
 	if os.Getenv("SWITCHYARD_DEMO_KEEP") == "1" {
 		keepUp(m, svc.Spec.ClusterIP)
 	}
 	fmt.Println("\n== tearing down (SWITCHYARD_DEMO_KEEP=1 leaves it up)")
+}
+
+// demoNFTables shows a NodePort answering and the table an operator
+// reads with nft.
+func demoNFTables(t *testing.T, m *modeEnv) {
+	svc := framework.NewService(m.Namespace, "demo-np", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = m.CreateService(t, svc)
+	m.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
+		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
+		framework.PodEndpoints(m.Topo.NodeName, m.Topo.Pods...)...))
+	addr := hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort)
+	waitServed(t, m.Topo.ClientNS, "tcp", addr, podNames(m.Topo.Pods), false)
+	fmt.Printf("\n== NodePort service %s/demo-np at %s (the node's address):\n", m.Namespace, addr)
+	printSpread(t, m, addr)
+	fmt.Printf("\n== ip netns exec %s nft list table ip kube-proxy\n%s", m.Topo.NodeNS,
+		nodeNFT(t, m, "list", "table", "ip", "kube-proxy"))
 }
 
 func printSpread(t *testing.T, m *modeEnv, addr string) {
@@ -78,7 +102,8 @@ func printMetrics(t *testing.T, m *modeEnv) {
 	fmt.Printf("\n== a few metrics from %s/metrics\n", m.daemon.MetricsAddr)
 	for _, l := range strings.Split(text, "\n") {
 		for _, p := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-			"kubeproxy_network_programming_duration_seconds_count", "kubeproxy_sync_proxy_rules_iptables_total"} {
+			"kubeproxy_network_programming_duration_seconds_count", "kubeproxy_sync_proxy_rules_iptables_total",
+			"switchyard_nftables_operations_total"} {
 			if strings.HasPrefix(l, p) {
 				fmt.Println("  ", l)
 			}
