@@ -1,0 +1,82 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+func endpoints(ips ...string) []proxier.Endpoint {
+	out := make([]proxier.Endpoint, len(ips))
+	for i, ip := range ips {
+		out[i] = proxier.Endpoint{IP: netip.MustParseAddr(ip), Port: 80}
+	}
+	return out
+}
+
+// TestGroupElementsShares: the ranges of a group cover its 65,536 slots
+// exactly once, in order, and each of n endpoints gets floor or ceil of
+// 65536/n slots, so its share of uniformly drawn slots is within n/65536
+// of 1/n.
+func TestGroupElementsShares(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 10, 100, 1000} {
+		order := make([]netip.AddrPort, n)
+		for i := range order {
+			order[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 80)
+		}
+		id := uint32(5)
+		next := groupOffset(id)
+		for i, e := range groupElements(id, order) {
+			lo, hi := e.Key[0].Num, e.KeyEnd[0].Num
+			if lo != next {
+				t.Fatalf("n=%d: range %d starts at %d, want %d", n, i, lo, next)
+			}
+			size := hi - lo + 1
+			if size != ruleset.SlotSpace/uint32(n) && size != ruleset.SlotSpace/uint32(n)+1 {
+				t.Errorf("n=%d: range %d has %d slots", n, i, size)
+			}
+			next = hi + 1
+		}
+		if next != groupOffset(id)+ruleset.SlotSpace {
+			t.Errorf("n=%d: ranges end at %d, want %d", n, next, groupOffset(id)+ruleset.SlotSpace)
+		}
+	}
+}
+
+// TestArrangeKeepsPositions: replacing one endpoint keeps every other in
+// its range; a different count redraws in the selection's order.
+func TestArrangeKeepsPositions(t *testing.T) {
+	prev := arrange(nil, endpoints("10.0.0.1", "10.0.0.2", "10.0.0.3"))
+	got := arrange(prev, endpoints("10.0.0.1", "10.0.0.3", "10.0.0.9"))
+	want := []string{"10.0.0.1:80", "10.0.0.9:80", "10.0.0.3:80"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replacement: got %v, want %v", got, want)
+	}
+	if got := arrange(prev, endpoints("10.0.0.3", "10.0.0.4")); fmt.Sprint(got) != "[10.0.0.3:80 10.0.0.4:80]" {
+		t.Errorf("new count: got %v", got)
+	}
+}
+
+// TestGroupIDsReuse: freed identifiers are reused lowest first, so the
+// maps stay as few as the groups need.
+func TestGroupIDsReuse(t *testing.T) {
+	g := newGroupIDs()
+	keys := make([]groupKey, 40)
+	for i := range keys {
+		keys[i] = groupKey{name: proxier.ServicePortName{Port: fmt.Sprint(i)}}
+		if id := g.ensure(keys[i]); id != uint32(i) {
+			t.Fatalf("id %d for key %d", id, i)
+		}
+	}
+	g.release(keys[30])
+	g.release(keys[3])
+	if id := g.ensure(groupKey{local: true}); id != 3 {
+		t.Errorf("reused id %d, want 3", id)
+	}
+	if g.mapCount() != 3 {
+		t.Errorf("%d maps for 40 ids, want 3", g.mapCount())
+	}
+}
