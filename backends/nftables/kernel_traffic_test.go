@@ -70,6 +70,17 @@ func TestKernelTraffic(t *testing.T) {
 		t.Logf("40 connections: %v", got)
 		expectPods(t, got, both)
 	})
+	t.Run("spread is even over 1000 connections", func(t *testing.T) {
+		// Each pod holds 32,768 of the 65,536 slots. Binomial(1000, 1/2)
+		// has a standard deviation of 15.8: 5 of them is 421-579.
+		got := spread(t, tp.client, "10.96.0.10:80", 1000, bridgeIP)
+		t.Logf("1000 connections: %v", got)
+		for _, pod := range []string{"pod0", "pod1"} {
+			if n := got[pod]; n < 421 || n > 579 {
+				t.Errorf("%s got %d of 1000 connections, outside 421-579 (5 standard deviations)", pod, n)
+			}
+		}
+	})
 	t.Run("NodePort reaches every endpoint, masqueraded", func(t *testing.T) {
 		expectPods(t, spread(t, tp.client, net.JoinHostPort(nodeIP, "30080"), 20, bridgeIP), both)
 	})
