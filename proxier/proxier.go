@@ -45,9 +45,14 @@ type Config struct {
 	// rewrite; 0 means DefaultFullSyncInterval.
 	FullSyncPeriod time.Duration
 	// Family is the primary IP family, used for per-service accounting
-	// (health-check node ports, no-local-endpoint metrics).
+	// (health-check node ports, no-local-endpoint metrics) and as the
+	// ip_family of network programming latency.
 	Family v1.IPFamily
-	Clock  clock.Clock
+	// Families are the IP families the backend programs; each sync is
+	// reported under each of them (kube-proxy runs one proxier per family
+	// and reports each). Empty means Family alone.
+	Families []v1.IPFamily
+	Clock    clock.Clock
 }
 
 // Proxier connects informers to a Backend: it feeds the trackers, runs
@@ -77,6 +82,9 @@ func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Me
 	if cfg.Family == "" {
 		cfg.Family = v1.IPv4Protocol
 	}
+	if len(cfg.Families) == 0 {
+		cfg.Families = []v1.IPFamily{cfg.Family}
+	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
 	retry := max(cfg.MinSyncPeriod, time.Second)
@@ -99,7 +107,9 @@ func (p *Proxier) queued() {
 		p.health.QueuedUpdate()
 	}
 	if p.metrics != nil {
-		p.metrics.SyncProxyRulesLastQueuedTimestamp.SetToCurrentTime()
+		for _, f := range p.cfg.Families {
+			p.metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(metrics.Family(f)).SetToCurrentTime()
+		}
 	}
 	p.updatePendingMetrics()
 	p.runner.Run()

@@ -187,10 +187,12 @@ func hasService(st *State, n ServicePortName) bool {
 	return ok
 }
 
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
+// metricValue is a counter's or gauge's value, or a histogram's sample
+// count.
+func metricValue(t *testing.T, m any) float64 {
 	t.Helper()
 	var out dto.Metric
-	if err := m.Write(&out); err != nil {
+	if err := m.(prometheus.Metric).Write(&out); err != nil {
 		t.Fatalf("reading metric: %v", err)
 	}
 	switch {
@@ -198,8 +200,10 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return out.Counter.GetValue()
 	case out.Gauge != nil:
 		return out.Gauge.GetValue()
+	case out.Histogram != nil:
+		return float64(out.Histogram.GetSampleCount())
 	}
-	t.Fatalf("metric is neither counter nor gauge")
+	t.Fatalf("metric is neither counter, gauge nor histogram")
 	return 0
 }
 
