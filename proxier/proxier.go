@@ -39,8 +39,14 @@ type PostSyncHook interface {
 type Config struct {
 	NodeName         string
 	ServiceProxyName string
-	MinSyncPeriod    time.Duration
-	SyncPeriod       time.Duration
+	// MinSyncPeriod is a floor between syncs, 0 for none: by default the
+	// runner paces syncs by their cost alone (see SyncRunner).
+	MinSyncPeriod time.Duration
+	SyncPeriod    time.Duration
+	// Holdoff is how long the first change after an idle spell waits for
+	// companions (see SyncRunnerConfig): 0 means DefaultHoldoff, a
+	// negative value none.
+	Holdoff time.Duration
 	// FullSyncPeriod bounds how long the backend goes without a full
 	// rewrite; 0 means DefaultFullSyncInterval.
 	FullSyncPeriod time.Duration
@@ -87,8 +93,13 @@ func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Me
 	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
-	retry := max(cfg.MinSyncPeriod, time.Second)
-	p.runner = NewSyncRunner(p.sync, cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.FullSyncPeriod, retry, cfg.Clock)
+	if cfg.Holdoff == 0 {
+		cfg.Holdoff = DefaultHoldoff
+	}
+	p.runner = NewSyncRunner(p.sync, SyncRunnerConfig{
+		MinInterval: cfg.MinSyncPeriod, MaxInterval: cfg.SyncPeriod, FullInterval: cfg.FullSyncPeriod,
+		RetryInterval: max(cfg.MinSyncPeriod, time.Second), Holdoff: max(cfg.Holdoff, 0), Clock: cfg.Clock,
+	})
 	return p
 }
 

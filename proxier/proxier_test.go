@@ -140,7 +140,7 @@ type proxierHarness struct {
 }
 
 // startProxier runs a Proxier for node-a over a selector-honouring fake
-// clientset holding objs, with the given MinSyncPeriod. Its clock is fake:
+// clientset holding objs, with the given MinSyncPeriod and no Holdoff. Its clock is fake:
 // the periodic resync (1h), retries and MinSyncPeriod waits only end when
 // the test steps it.
 func startProxier(t *testing.T, minSync time.Duration, objs ...runtime.Object) *proxierHarness {
@@ -152,7 +152,7 @@ func startProxier(t *testing.T, minSync time.Duration, objs ...runtime.Object) *
 		metrics: metrics.New(prometheus.NewRegistry()),
 		clock:   clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
-	cfg := Config{NodeName: "node-a", MinSyncPeriod: minSync, SyncPeriod: time.Hour, Clock: h.clock}
+	cfg := Config{NodeName: "node-a", MinSyncPeriod: minSync, SyncPeriod: time.Hour, Holdoff: -1, Clock: h.clock}
 	h.p = New(client, h.backend, cfg, h.metrics, h.health, nil, h.health)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
