@@ -161,6 +161,7 @@ func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 		h.PostSync(ctx, st, diff)
 	}
 	klog.V(2).InfoS("Synced", "backend", p.backend.Name(), "full", res.Full || diff.Full,
-		"services", len(st.Services), "changed", len(diff.Changed), "elapsed", elapsed)
+		"services", len(st.Services), "changed", len(diff.Changed), "servicesChanged", diff.ServicesChanged,
+		"endpointTriggers", len(diff.TriggerTimes), "elapsed", elapsed)
 	return nil
 }
