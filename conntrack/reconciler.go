@@ -91,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, st *proxier.State, diff *pro
 	}
 	start := r.cfg.Clock.Now()
 	deleted, err := r.pass(st, nodeIPs, gone)
-	r.record(deleted, r.cfg.Clock.Since(start))
+	logPass(deleted, r.cfg.Clock.Since(start))
 	if err != nil {
 		r.fail(keys, gone)
 		return deleted, err
@@ -116,7 +116,9 @@ func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone keySet) 
 		if len(ix) == 0 {
 			continue
 		}
+		start := r.cfg.Clock.Now()
 		n, err := r.table.Delete(fam, staleFilter{index: ix})
+		r.record(fam, n, r.cfg.Clock.Since(start))
 		total += n
 		if err != nil {
 			errs = append(errs, err)
@@ -125,17 +127,23 @@ func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone keySet) 
 	return total, errors.Join(errs...)
 }
 
-func (r *Reconciler) record(deleted int, elapsed time.Duration) {
+func logPass(deleted int, elapsed time.Duration) {
 	level := klog.Level(4)
 	if deleted > 0 {
 		level = 2
 	}
 	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed)
+}
+
+// record reports one family's pass, labelled by ip_family as kube-proxy
+// does.
+func (r *Reconciler) record(family v1.IPFamily, deleted int, elapsed time.Duration) {
 	if r.metrics == nil {
 		return
 	}
-	r.metrics.ConntrackReconcilerSyncLatency.Observe(elapsed.Seconds())
-	r.metrics.ConntrackReconcilerDeletedEntriesTotal.Add(float64(deleted))
+	fam := metrics.Family(family)
+	r.metrics.ConntrackReconcilerSyncLatency.WithLabelValues(fam).Observe(elapsed.Seconds())
+	r.metrics.ConntrackReconcilerDeletedEntriesTotal.WithLabelValues(fam).Add(float64(deleted))
 }
 
 // nodeIPs are the addresses NodePorts answer on.

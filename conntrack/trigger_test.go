@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 
@@ -125,7 +126,8 @@ func TestReconcileRetriesAfterFailure(t *testing.T) {
 	}
 }
 
-// TestReconcileMetrics: each pass is timed, deletions are counted.
+// TestReconcileMetrics: each pass is timed, deletions are counted, under
+// the ip_family label of the table cleaned.
 func TestReconcileMetrics(t *testing.T) {
 	m := metrics.New(nil)
 	tb := cttest.NewTable()
@@ -136,10 +138,10 @@ func TestReconcileMetrics(t *testing.T) {
 	r.PostSync(context.Background(), state(dnsService(), eps(ready(epB))), staleDiff(dnsName, epA))
 	r.PostSync(context.Background(), state(dnsService(), eps(ready(epB))), emptyDiff()) // no pass
 	var counter, hist dto.Metric
-	if err := m.ConntrackReconcilerDeletedEntriesTotal.Write(&counter); err != nil {
+	if err := m.ConntrackReconcilerDeletedEntriesTotal.WithLabelValues("IPv4").Write(&counter); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ConntrackReconcilerSyncLatency.Write(&hist); err != nil {
+	if err := m.ConntrackReconcilerSyncLatency.WithLabelValues("IPv4").(prometheus.Metric).Write(&hist); err != nil {
 		t.Fatal(err)
 	}
 	if got := counter.GetCounter().GetValue(); got != 2 {

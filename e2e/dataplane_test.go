@@ -63,6 +63,7 @@ func runDataplaneTable(t *testing.T, mode string) {
 		{"headless, ExternalName and other proxies get nothing", testIgnoredServices},
 		{"externalTrafficPolicy Local", testExternalLocal},
 		{"network programming latency", testProgrammingLatency},
+		{"a Service and its EndpointSlice in one sync", testServiceAndSliceOneSync},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, m) })

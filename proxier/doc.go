@@ -6,8 +6,10 @@
 // immutable State plus a Diff naming what changed since the last sync. The
 // shared, pure endpoint selection (SelectEndpoints) decides which endpoints
 // each kind of traffic may reach, so every backend has the same semantics.
-// A Backend renders and applies a State; the SyncRunner decides when, with a
-// minimum interval, a periodic full resync and retries after failure.
+// A Backend renders and applies a State; the SyncRunner decides when:
+// paced by what syncs cost (a budget of wall time, a short holdoff after a
+// quiet spell, an optional floor), with a periodic verifying sync, an
+// hourly full one and retries after failure.
 //
 // Metrics (kube-proxy's names) and the /healthz, /livez and
 // health-check-node-port servers live here too, so every backend reports the

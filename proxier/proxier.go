@@ -39,15 +39,26 @@ type PostSyncHook interface {
 type Config struct {
 	NodeName         string
 	ServiceProxyName string
-	MinSyncPeriod    time.Duration
-	SyncPeriod       time.Duration
+	// MinSyncPeriod is a floor between syncs, 0 for none: by default the
+	// runner paces syncs by their cost alone (see SyncRunner).
+	MinSyncPeriod time.Duration
+	SyncPeriod    time.Duration
+	// Holdoff is how long the first change after an idle spell waits for
+	// companions (see SyncRunnerConfig): 0 means DefaultHoldoff, a
+	// negative value none.
+	Holdoff time.Duration
 	// FullSyncPeriod bounds how long the backend goes without a full
 	// rewrite; 0 means DefaultFullSyncInterval.
 	FullSyncPeriod time.Duration
 	// Family is the primary IP family, used for per-service accounting
-	// (health-check node ports, no-local-endpoint metrics).
+	// (health-check node ports, no-local-endpoint metrics) and as the
+	// ip_family of network programming latency.
 	Family v1.IPFamily
-	Clock  clock.Clock
+	// Families are the IP families the backend programs; each sync is
+	// reported under each of them (kube-proxy runs one proxier per family
+	// and reports each). Empty means Family alone.
+	Families []v1.IPFamily
+	Clock    clock.Clock
 }
 
 // Proxier connects informers to a Backend: it feeds the trackers, runs
@@ -77,10 +88,18 @@ func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Me
 	if cfg.Family == "" {
 		cfg.Family = v1.IPv4Protocol
 	}
+	if len(cfg.Families) == 0 {
+		cfg.Families = []v1.IPFamily{cfg.Family}
+	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
-	retry := max(cfg.MinSyncPeriod, time.Second)
-	p.runner = NewSyncRunner(p.sync, cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.FullSyncPeriod, retry, cfg.Clock)
+	if cfg.Holdoff == 0 {
+		cfg.Holdoff = DefaultHoldoff
+	}
+	p.runner = NewSyncRunner(p.sync, SyncRunnerConfig{
+		MinInterval: cfg.MinSyncPeriod, MaxInterval: cfg.SyncPeriod, FullInterval: cfg.FullSyncPeriod,
+		RetryInterval: max(cfg.MinSyncPeriod, time.Second), Holdoff: max(cfg.Holdoff, 0), Clock: cfg.Clock,
+	})
 	return p
 }
 
@@ -99,7 +118,9 @@ func (p *Proxier) queued() {
 		p.health.QueuedUpdate()
 	}
 	if p.metrics != nil {
-		p.metrics.SyncProxyRulesLastQueuedTimestamp.SetToCurrentTime()
+		for _, f := range p.cfg.Families {
+			p.metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(metrics.Family(f)).SetToCurrentTime()
+		}
 	}
 	p.updatePendingMetrics()
 	p.runner.Run()
@@ -140,6 +161,7 @@ func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 		h.PostSync(ctx, st, diff)
 	}
 	klog.V(2).InfoS("Synced", "backend", p.backend.Name(), "full", res.Full || diff.Full,
-		"services", len(st.Services), "changed", len(diff.Changed), "elapsed", elapsed)
+		"services", len(st.Services), "changed", len(diff.Changed), "servicesChanged", diff.ServicesChanged,
+		"endpointTriggers", len(diff.TriggerTimes), "elapsed", elapsed)
 	return nil
 }

@@ -140,7 +140,7 @@ type proxierHarness struct {
 }
 
 // startProxier runs a Proxier for node-a over a selector-honouring fake
-// clientset holding objs, with the given MinSyncPeriod. Its clock is fake:
+// clientset holding objs, with the given MinSyncPeriod and no Holdoff. Its clock is fake:
 // the periodic resync (1h), retries and MinSyncPeriod waits only end when
 // the test steps it.
 func startProxier(t *testing.T, minSync time.Duration, objs ...runtime.Object) *proxierHarness {
@@ -152,7 +152,7 @@ func startProxier(t *testing.T, minSync time.Duration, objs ...runtime.Object) *
 		metrics: metrics.New(prometheus.NewRegistry()),
 		clock:   clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
-	cfg := Config{NodeName: "node-a", MinSyncPeriod: minSync, SyncPeriod: time.Hour, Clock: h.clock}
+	cfg := Config{NodeName: "node-a", MinSyncPeriod: minSync, SyncPeriod: time.Hour, Holdoff: -1, Clock: h.clock}
 	h.p = New(client, h.backend, cfg, h.metrics, h.health, nil, h.health)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -187,10 +187,12 @@ func hasService(st *State, n ServicePortName) bool {
 	return ok
 }
 
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
+// metricValue is a counter's or gauge's value, or a histogram's sample
+// count.
+func metricValue(t *testing.T, m any) float64 {
 	t.Helper()
 	var out dto.Metric
-	if err := m.Write(&out); err != nil {
+	if err := m.(prometheus.Metric).Write(&out); err != nil {
 		t.Fatalf("reading metric: %v", err)
 	}
 	switch {
@@ -198,8 +200,10 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return out.Counter.GetValue()
 	case out.Gauge != nil:
 		return out.Gauge.GetValue()
+	case out.Histogram != nil:
+		return float64(out.Histogram.GetSampleCount())
 	}
-	t.Fatalf("metric is neither counter nor gauge")
+	t.Fatalf("metric is neither counter, gauge nor histogram")
 	return 0
 }
 

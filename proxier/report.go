@@ -27,20 +27,32 @@ func (p *Proxier) report(st *State, diff *Diff, full bool, elapsed time.Duration
 	if p.metrics == nil {
 		return
 	}
-	m := p.metrics
-	m.SyncProxyRulesLatency.Observe(elapsed.Seconds())
+	p.reportMetrics(p.metrics, diff, counts, full, elapsed)
+}
+
+// reportMetrics records a successful sync under each family it
+// programmed; network programming latency goes to the primary family
+// (trigger times carry no family) and so do the no-local-endpoint counts,
+// which countLocal computes for the primary family.
+func (p *Proxier) reportMetrics(m *metrics.Metrics, diff *Diff, counts localCounts, full bool, elapsed time.Duration) {
+	kind := m.SyncPartialProxyRulesLatency
 	if full {
-		m.SyncFullProxyRulesLatency.Observe(elapsed.Seconds())
-	} else {
-		m.SyncPartialProxyRulesLatency.Observe(elapsed.Seconds())
+		kind = m.SyncFullProxyRulesLatency
 	}
-	m.SyncProxyRulesLastTimestamp.SetToCurrentTime()
+	for _, f := range p.cfg.Families {
+		fam := metrics.Family(f)
+		m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(elapsed.Seconds())
+		kind.WithLabelValues(fam).Observe(elapsed.Seconds())
+		m.SyncProxyRulesLastTimestamp.WithLabelValues(fam).SetToCurrentTime()
+	}
+	primary := metrics.Family(p.cfg.Family)
 	now := p.cfg.Clock.Now()
+	npl := m.NetworkProgrammingLatency.WithLabelValues(primary)
 	for _, t := range diff.TriggerTimes {
-		m.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
+		npl.Observe(now.Sub(t).Seconds())
 	}
-	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyInternal).Set(float64(counts.noLocalInternal))
-	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyExternal).Set(float64(counts.noLocalExternal))
+	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyInternal, primary).Set(float64(counts.noLocalInternal))
+	m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyExternal, primary).Set(float64(counts.noLocalExternal))
 }
 
 type localCounts struct {

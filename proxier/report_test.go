@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,21 +66,44 @@ func (r *recordingServiceHealth) SyncEndpoints(l map[types.NamespacedName]int) {
 	r.local = l
 }
 
+// TestReport: a dual-stack sync is recorded under both families, as
+// kube-proxy's two per-family proxiers would record theirs; network
+// programming latency and the no-local counts go to the primary family.
 func TestReport(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry())
 	svcHealth := &recordingServiceHealth{}
 	health := &recordingHealth{}
-	p := New(nil, newRecordingBackend(), Config{NodeName: "node-a"}, m, health, svcHealth)
-	p.report(reportState(), newDiff(), true, 0)
+	cfg := Config{NodeName: "node-a", Family: v1.IPv4Protocol, Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}}
+	p := New(nil, newRecordingBackend(), cfg, m, health, svcHealth)
+	diff := newDiff()
+	diff.TriggerTimes = []time.Time{time.Now()}
+	p.report(reportState(), diff, true, 0)
 	if len(svcHealth.ports) != 3 || svcHealth.local[types.NamespacedName{Namespace: testNS, Name: "lb"}] != 1 {
 		t.Errorf("service health got ports %v local %v", svcHealth.ports, svcHealth.local)
 	}
 	if _, updated, _, _ := health.counts(); updated != 1 {
 		t.Errorf("health Updated %d times, want 1", updated)
 	}
-	for policy, want := range map[string]float64{metrics.TrafficPolicyInternal: 1, metrics.TrafficPolicyExternal: 1} {
-		if got := metricValue(t, m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(policy)); got != want {
-			t.Errorf("no-local endpoints %s = %v, want %v", policy, got, want)
+	tests := []struct {
+		name string
+		m    any
+		want float64
+	}{
+		{"no-local internal IPv4", m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyInternal, "IPv4"), 1},
+		{"no-local external IPv4", m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(metrics.TrafficPolicyExternal, "IPv4"), 1},
+		{"syncs IPv4", m.SyncProxyRulesLatency.WithLabelValues("IPv4"), 1},
+		{"syncs IPv6", m.SyncProxyRulesLatency.WithLabelValues("IPv6"), 1},
+		{"full syncs IPv6", m.SyncFullProxyRulesLatency.WithLabelValues("IPv6"), 1},
+		{"partial syncs IPv4", m.SyncPartialProxyRulesLatency.WithLabelValues("IPv4"), 0},
+		{"programming IPv4", m.NetworkProgrammingLatency.WithLabelValues("IPv4"), 1},
+		{"programming IPv6", m.NetworkProgrammingLatency.WithLabelValues("IPv6"), 0},
+	}
+	for _, tc := range tests {
+		if got := metricValue(t, tc.m); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	if got := metricValue(t, m.SyncProxyRulesLastTimestamp.WithLabelValues("IPv6")); got == 0 {
+		t.Error("last sync timestamp of IPv6 not set")
 	}
 }

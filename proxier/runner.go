@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -28,42 +29,92 @@ type SyncFunc func(ctx context.Context, req SyncRequest) error
 // verifying instead.
 const DefaultFullSyncInterval = time.Hour
 
-// SyncRunner calls a SyncFunc with bounded frequency: never more often than
-// MinInterval, at least every MaxInterval (a periodic, verifying sync),
-// fully at least every FullInterval, and again after a failure (full, with
-// a backoff from RetryInterval up to MaxInterval). Requests arriving while
-// a sync runs or waits collapse into one: the request channel has a single
-// slot.
-type SyncRunner struct {
-	fn            SyncFunc
-	minInterval   time.Duration
-	maxInterval   time.Duration
-	fullInterval  time.Duration
-	retryInterval time.Duration
-	clock         clock.Clock
-	requests      chan struct{}
+// Defaults of the adaptive pacing (see SyncRunnerConfig).
+const (
+	// DefaultHoldoff lets a Service and the EndpointSlice the control
+	// plane writes right after it go in one sync: on a local apiserver the
+	// second event follows the first by a few milliseconds.
+	DefaultHoldoff = 20 * time.Millisecond
+	// DefaultBusyShare keeps syncing to half of one core's time.
+	DefaultBusyShare = 0.5
+	// DefaultBudgetWindow is the span over which BusyShare is kept: the
+	// credit a quiet period saves, and the longest wait one sync earns.
+	DefaultBudgetWindow = 2 * time.Second
+)
+
+// SyncRunnerConfig configures a SyncRunner. Zero durations and shares
+// take the defaults named on each field; Holdoff and MinInterval are used
+// as given (0 means none).
+type SyncRunnerConfig struct {
+	// MinInterval is a floor between the starts of two syncs, for operators
+	// who set --iptables-min-sync-period or --ipvs-min-sync-period.
+	MinInterval time.Duration
+	// MaxInterval is the periodic, verifying sync (default 1h).
+	MaxInterval time.Duration
+	// FullInterval bounds the time between full syncs (default
+	// MaxInterval).
+	FullInterval time.Duration
+	// RetryInterval is the first backoff after a failure (default 1s),
+	// doubling up to MaxInterval.
+	RetryInterval time.Duration
+	// Holdoff is how long the first change after an idle spell waits for
+	// companions before its sync starts.
+	Holdoff time.Duration
+	// BusyShare is the share of wall time syncs may take, measured over
+	// BudgetWindow (default DefaultBusyShare; 1 means no pacing).
+	BusyShare float64
+	// BudgetWindow: see DefaultBudgetWindow.
+	BudgetWindow time.Duration
+	Clock        clock.Clock
 }
 
-// NewSyncRunner returns a runner; call Loop to start it. A fullInterval of
-// 0 makes every periodic sync full.
-func NewSyncRunner(fn SyncFunc, minInterval, maxInterval, fullInterval, retryInterval time.Duration, clk clock.Clock) *SyncRunner {
-	if retryInterval <= 0 {
-		retryInterval = time.Second
+func (c *SyncRunnerConfig) defaults() {
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = time.Second
 	}
-	if maxInterval <= 0 {
-		maxInterval = time.Hour
+	if c.MaxInterval <= 0 {
+		c.MaxInterval = time.Hour
 	}
-	if fullInterval <= 0 {
-		fullInterval = maxInterval
+	if c.FullInterval <= 0 {
+		c.FullInterval = c.MaxInterval
 	}
+	if c.BusyShare <= 0 || c.BusyShare > 1 {
+		c.BusyShare = DefaultBusyShare
+	}
+	if c.BudgetWindow <= 0 {
+		c.BudgetWindow = DefaultBudgetWindow
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+}
+
+// SyncRunner calls a SyncFunc with adaptive frequency. A change after an
+// idle spell syncs after Holdoff; changes arriving while a sync runs
+// collapse into the next one (the request channel has a single slot),
+// which starts as soon as the sync budget allows: syncs may take
+// BusyShare of wall time, so cheap syncs follow each other at once and
+// expensive ones are spaced out. MinInterval, when set, is a floor on
+// top. A periodic, verifying sync runs at least every MaxInterval, a full
+// one at least every FullInterval, and a failed sync is retried, full,
+// with a backoff from RetryInterval up to MaxInterval.
+type SyncRunner struct {
+	fn       SyncFunc
+	cfg      SyncRunnerConfig
+	clock    clock.Clock
+	budget   syncBudget
+	requests chan struct{}
+}
+
+// NewSyncRunner returns a runner; call Loop to start it.
+func NewSyncRunner(fn SyncFunc, cfg SyncRunnerConfig) *SyncRunner {
+	cfg.defaults()
 	return &SyncRunner{
-		fn:            fn,
-		minInterval:   minInterval,
-		maxInterval:   maxInterval,
-		fullInterval:  fullInterval,
-		retryInterval: retryInterval,
-		clock:         clk,
-		requests:      make(chan struct{}, 1),
+		fn:       fn,
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		budget:   newSyncBudget(cfg.BusyShare, cfg.BudgetWindow),
+		requests: make(chan struct{}, 1),
 	}
 }
 
@@ -75,60 +126,114 @@ func (r *SyncRunner) Run() {
 	}
 }
 
+// loopState is what Loop remembers between syncs.
+type loopState struct {
+	failed    bool // the next sync must be full
+	lastStart time.Time
+	lastFull  time.Time
+	retry     time.Duration
+	retryC    <-chan time.Time
+	// pending is set when a request arrived while the last sync ran: it
+	// syncs without Holdoff, having waited already.
+	pending bool
+}
+
 // Loop runs syncs until ctx is done. The first sync runs at once and is
 // full.
 func (r *SyncRunner) Loop(ctx context.Context) {
-	failed := true // nothing written yet: the first sync is full
-	var last, lastFull time.Time
-	retry := r.retryInterval
-	var retryC <-chan time.Time
-	periodic := r.clock.NewTimer(r.maxInterval)
+	s := loopState{failed: true, retry: r.cfg.RetryInterval, pending: true}
+	periodic := r.clock.NewTimer(r.cfg.MaxInterval)
 	defer periodic.Stop()
 	r.Run()
 	for {
-		req := SyncRequest{}
-		select {
-		case <-ctx.Done():
+		req, byChange, ok := r.wake(ctx, periodic, s.retryC)
+		if !ok {
 			return
-		case <-r.requests:
-		case <-periodic.C():
-			req.Periodic = true
-		case <-retryC:
 		}
-		if !r.waitMinInterval(ctx, last) {
+		holdoff := byChange && !s.pending
+		if !r.waitUntil(ctx, r.startAt(&s, holdoff)) {
 			return
 		}
 		select { // coalesce a request that arrived while waiting
 		case <-r.requests:
 		default:
 		}
-		last = r.clock.Now()
-		req.Full = failed || r.clock.Since(lastFull) >= r.fullInterval
-		err := r.fn(ctx, req)
-		resetTimer(periodic, r.maxInterval)
-		if err == nil {
-			if req.Full {
-				lastFull = last
-			}
-			failed, retryC, retry = false, nil, r.retryInterval
-			continue
-		}
-		failed = true
-		retryC = r.clock.After(retry)
-		retry = min(2*retry, r.maxInterval)
+		err := r.syncOnce(ctx, &s, req)
+		resetTimer(periodic, r.cfg.MaxInterval)
+		s.pending = len(r.requests) > 0
+		r.afterSync(&s, err)
 	}
 }
 
-// waitMinInterval blocks until MinInterval has passed since last. It
-// returns false if ctx ended first.
-func (r *SyncRunner) waitMinInterval(ctx context.Context, last time.Time) bool {
-	if last.IsZero() {
-		return true
+// wake blocks until a change, the periodic timer or a retry is due. It
+// reports whether a change woke it, and false once ctx ends.
+func (r *SyncRunner) wake(ctx context.Context, periodic clock.Timer, retryC <-chan time.Time) (SyncRequest, bool, bool) {
+	select {
+	case <-ctx.Done():
+		return SyncRequest{}, false, false
+	case <-r.requests:
+		return SyncRequest{}, true, true
+	case <-periodic.C():
+		return SyncRequest{Periodic: true}, false, true
+	case <-retryC:
+		return SyncRequest{}, false, true
 	}
-	wait := r.minInterval - r.clock.Since(last)
+}
+
+// syncOnce runs one sync and charges its duration to the budget.
+func (r *SyncRunner) syncOnce(ctx context.Context, s *loopState, req SyncRequest) error {
+	start := r.clock.Now()
+	s.lastStart = start
+	req.Full = s.failed || r.clock.Since(s.lastFull) >= r.cfg.FullInterval
+	err := r.fn(ctx, req)
+	r.budget.spend(start, r.clock.Now())
+	if err == nil && req.Full {
+		s.lastFull = start
+	}
+	return err
+}
+
+// afterSync arms the retry after a failure and resets it after a success.
+func (r *SyncRunner) afterSync(s *loopState, err error) {
+	if err == nil {
+		s.failed, s.retryC, s.retry = false, nil, r.cfg.RetryInterval
+		return
+	}
+	s.failed = true
+	s.retryC = r.clock.After(s.retry)
+	s.retry = min(2*s.retry, r.cfg.MaxInterval)
+}
+
+// startAt is the earliest time the next sync may start: when the budget
+// allows it, not before MinInterval after the last start, and, for the
+// first change after an idle spell, Holdoff from now.
+func (r *SyncRunner) startAt(s *loopState, holdoff bool) time.Time {
+	now := r.clock.Now()
+	at := r.budget.readyAt(now)
+	if !s.lastStart.IsZero() {
+		at = later(at, s.lastStart.Add(r.cfg.MinInterval))
+	}
+	if holdoff {
+		at = later(at, now.Add(r.cfg.Holdoff))
+	}
+	return at
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// waitUntil blocks until the clock reaches t. It returns false if ctx
+// ended first.
+func (r *SyncRunner) waitUntil(ctx context.Context, t time.Time) bool {
+	wait := t.Sub(r.clock.Now())
 	if wait <= 0 {
 		return true
 	}
+	klog.V(4).InfoS("Sync paced", "wait", wait)
 	select {
 	case <-ctx.Done():
 		return false

@@ -71,7 +71,15 @@ const (
 	retryI = 5 * time.Second
 )
 
+// startRunner runs a runner with a MinInterval floor and no Holdoff, so
+// syncs that cost nothing are paced by the floor alone.
 func startRunner(t *testing.T) *runnerHarness {
+	return startRunnerWith(t, SyncRunnerConfig{MinInterval: minI})
+}
+
+// startRunnerWith runs a runner configured by cfg, with the test's
+// MaxInterval, FullInterval, RetryInterval and clock.
+func startRunnerWith(t *testing.T, cfg SyncRunnerConfig) *runnerHarness {
 	h := &runnerHarness{t: t, clk: newEventClock(), calls: make(chan SyncRequest), results: make(chan error), done: make(chan struct{})}
 	fn := func(ctx context.Context, req SyncRequest) error {
 		select {
@@ -81,7 +89,8 @@ func startRunner(t *testing.T) *runnerHarness {
 		}
 		return <-h.results
 	}
-	h.r = NewSyncRunner(fn, minI, maxI, fullI, retryI, h.clk)
+	cfg.MaxInterval, cfg.FullInterval, cfg.RetryInterval, cfg.Clock = maxI, fullI, retryI, h.clk
+	h.r = NewSyncRunner(fn, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { defer close(h.done); h.r.Loop(ctx) }()
@@ -348,14 +357,16 @@ func TestSyncRunnerStopsOnCancel(t *testing.T) {
 }
 
 func TestSyncRunnerRunNeverBlocks(t *testing.T) {
-	r := NewSyncRunner(func(context.Context, SyncRequest) error { return nil }, 0, 0, 0, 0, clocktesting.NewFakeClock(time.Now()))
+	r := NewSyncRunner(func(context.Context, SyncRequest) error { return nil }, SyncRunnerConfig{Clock: clocktesting.NewFakeClock(time.Now())})
 	for range 100 {
 		r.Run() // no Loop running: must not block
 	}
 	if len(r.requests) != 1 {
 		t.Errorf("queued requests = %d, want 1", len(r.requests))
 	}
-	if r.maxInterval != time.Hour || r.retryInterval != time.Second || r.fullInterval != r.maxInterval {
-		t.Errorf("defaults: max %v full %v retry %v", r.maxInterval, r.fullInterval, r.retryInterval)
+	c := r.cfg
+	if c.MaxInterval != time.Hour || c.RetryInterval != time.Second || c.FullInterval != c.MaxInterval ||
+		c.BusyShare != DefaultBusyShare || c.BudgetWindow != DefaultBudgetWindow || c.Holdoff != 0 || c.MinInterval != 0 {
+		t.Errorf("defaults: %+v", c)
 	}
 }

@@ -195,7 +195,7 @@ func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, 
 	for i, tx := range txs {
 		data := tx.payload()
 		if err := b.runner.Restore(ctx, f.fam, data); err != nil {
-			b.countRestoreFailure(partial)
+			b.countRestoreFailure(f.fc.family, partial)
 			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
 				"partial", partial, "lines", runner.OffendingLines(data, err))
 			if !f.commitWithoutDeletes(ctx, b, tx, data, err) {

@@ -60,14 +60,12 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var res proxier.SyncResult
-	written := map[table]int{}
+	written := make([]map[table]int, len(b.families))
 	var errs []error
-	for _, f := range b.families {
+	for i, f := range b.families {
 		out, err := f.sync(ctx, b, state, diff)
 		res.Full = res.Full || out.full
-		for t, n := range out.written {
-			written[t] += n
-		}
+		written[i] = out.written
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -76,33 +74,34 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 		return res, err
 	}
 	b.reportRules(written)
-	klog.V(2).InfoS("iptables sync done", "full", res.Full,
-		"natRulesWritten", written[tableNAT], "filterRulesWritten", written[tableFilter])
 	return res, nil
 }
 
-// reportRules sets the rule-count gauges after a successful sync.
-func (b *Backend) reportRules(written map[table]int) {
-	if b.metrics == nil {
-		return
-	}
-	for _, t := range []table{tableFilter, tableNAT} {
-		total := 0
-		for _, f := range b.families {
-			total += f.tableRules[t]
+// reportRules sets the rule-count gauges of each family after a
+// successful sync.
+func (b *Backend) reportRules(written []map[table]int) {
+	for i, f := range b.families {
+		klog.V(2).InfoS("iptables sync done", "family", f.fc.family,
+			"natRulesWritten", written[i][tableNAT], "filterRulesWritten", written[i][tableFilter])
+		if b.metrics == nil {
+			continue
 		}
-		b.metrics.IPTablesRulesTotal.WithLabelValues(metricTable(t)).Set(float64(total))
-		b.metrics.IPTablesRulesLastSync.WithLabelValues(metricTable(t)).Set(float64(written[t]))
+		fam := metrics.Family(f.fc.family)
+		for _, t := range []table{tableFilter, tableNAT} {
+			b.metrics.IPTablesRulesTotal.WithLabelValues(metricTable(t), fam).Set(float64(f.tableRules[t]))
+			b.metrics.IPTablesRulesLastSync.WithLabelValues(metricTable(t), fam).Set(float64(written[i][t]))
+		}
 	}
 }
 
-func (b *Backend) countRestoreFailure(partial bool) {
+func (b *Backend) countRestoreFailure(family v1.IPFamily, partial bool) {
 	if b.metrics == nil {
 		return
 	}
-	b.metrics.IPTablesRestoreFailuresTotal.Inc()
+	fam := metrics.Family(family)
+	b.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(fam).Inc()
 	if partial {
-		b.metrics.IPTablesPartialRestoreFailuresTotal.Inc()
+		b.metrics.IPTablesPartialRestoreFailuresTotal.WithLabelValues(fam).Inc()
 	}
 }
 

@@ -278,10 +278,10 @@ func TestChainDeletedBehindOurBack(t *testing.T) {
 	if d := cmp.Diff(before, fake.DumpAll(runner.IPv4)); d != "" {
 		t.Errorf("failed sync changed the tables:\n%s", d)
 	}
-	if got := metricValue(reg.IPTablesPartialRestoreFailuresTotal); got != 1 {
+	if got := metricValue(reg.IPTablesPartialRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("partial restore failures = %v, want 1", got)
 	}
-	if got := metricValue(reg.IPTablesRestoreFailuresTotal); got != 1 {
+	if got := metricValue(reg.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("restore failures = %v, want 1", got)
 	}
 	if res := mustSync(t, b, st, changedDiff(false, names[1])); !res.Full {
@@ -310,7 +310,7 @@ func TestFailedRestoreKeepsRules(t *testing.T) {
 	if d := cmp.Diff(before, fake.DumpAll(runner.IPv4)); d != "" {
 		t.Errorf("failed sync changed the tables:\n%s", d)
 	}
-	if got := metricValue(reg.IPTablesRestoreFailuresTotal); got != 1 {
+	if got := metricValue(reg.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("restore failures = %v, want 1", got)
 	}
 	if res := mustSync(t, b, st2, changedDiff(false)); !res.Full {
@@ -491,10 +491,10 @@ func TestMetrics(t *testing.T) {
 		return n
 	}
 	for _, tbl := range []string{"nat", "filter"} {
-		if got, want := metricValue(reg.IPTablesRulesTotal.WithLabelValues(tbl)), countRules(tbl); int(got) != want {
+		if got, want := metricValue(reg.IPTablesRulesTotal.WithLabelValues(tbl, "IPv4")), countRules(tbl); int(got) != want {
 			t.Errorf("%s total = %v, want %d", tbl, got, want)
 		}
-		if got, want := metricValue(reg.IPTablesRulesLastSync.WithLabelValues(tbl)), countRules(tbl); int(got) != want {
+		if got, want := metricValue(reg.IPTablesRulesLastSync.WithLabelValues(tbl, "IPv4")), countRules(tbl); int(got) != want {
 			t.Errorf("%s last after full sync = %v, want %d", tbl, got, want)
 		}
 	}
@@ -502,10 +502,10 @@ func TestMetrics(t *testing.T) {
 	st.Endpoints[names[1]] = []proxier.Endpoint{ep("10.244.7.2:80")}
 	mustSync(t, b, st, changedDiff(false, names[1]))
 	// The new SEP chain (2 rules) and the SVC chain (masquerade + 1).
-	if got := metricValue(reg.IPTablesRulesLastSync.WithLabelValues("nat")); got != 4 {
+	if got := metricValue(reg.IPTablesRulesLastSync.WithLabelValues("nat", "IPv4")); got != 4 {
 		t.Errorf("nat last after a one-endpoint sync = %v, want 4", got)
 	}
-	if got, want := metricValue(reg.IPTablesRulesTotal.WithLabelValues("nat")), countRules("nat"); int(got) != want {
+	if got, want := metricValue(reg.IPTablesRulesTotal.WithLabelValues("nat", "IPv4")), countRules("nat"); int(got) != want {
 		t.Errorf("nat total after partial = %v, want %d", got, want)
 	}
 }

@@ -41,7 +41,7 @@ func TestReferencedStaleChainDoesNotBlockSync(t *testing.T) {
 	if ok, _ := fake.ChainExists(runner.IPv4, "nat", gone); !ok {
 		t.Errorf("referenced chain %s was deleted", gone)
 	}
-	if got := metricValue(reg.IPTablesRestoreFailuresTotal); got != 1 {
+	if got := metricValue(reg.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("restore failures = %v, want 1", got)
 	}
 

@@ -34,7 +34,6 @@ func DefaultDaemonArgs(kubeconfig, nodeName string) []string {
 		"--cluster-cidr=" + DefaultClusterCIDR,
 		"--metrics-bind-address=" + DaemonMetricsAddr,
 		"--healthz-bind-address=" + DaemonHealthzAddr,
-		"--iptables-min-sync-period=100ms",
 		"--v=2",
 	}
 }

@@ -90,6 +90,27 @@ func (p *Process) LogTail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
+// LogSize is the length of the process log so far: an offset for LogFrom.
+func (p *Process) LogSize() int64 {
+	fi, err := os.Stat(p.LogPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogFrom returns the process log from offset on.
+func (p *Process) LogFrom(offset int64) (string, error) {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p.LogPath, err)
+	}
+	if offset > int64(len(b)) {
+		offset = int64(len(b))
+	}
+	return string(b[offset:]), nil
+}
+
 // exitError is non-nil once p has exited: a process that should keep running
 // has failed, and waiting longer for it is pointless.
 func exitError(p *Process) error {

@@ -69,7 +69,8 @@ func RSSBytes(pid int) (int64, error) {
 }
 
 // MetricValue scrapes the daemon and returns the value of the sample of
-// name whose labels include want (the sum over matching samples).
+// name whose labels include want (the sum over matching samples; for a
+// histogram, the sum of their sample counts).
 func (d *Daemon) MetricValue(ctx context.Context, name string, want map[string]string) (float64, error) {
 	text, err := d.Metrics(ctx)
 	if err != nil {
@@ -107,6 +108,8 @@ func ParseMetric(text, name string, want map[string]string) (float64, error) {
 			sum += m.GetGauge().GetValue()
 		case m.GetUntyped() != nil:
 			sum += m.GetUntyped().GetValue()
+		case m.GetHistogram() != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	if !found {

@@ -19,10 +19,10 @@ func networkProgrammingBuckets() []float64 {
 	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
 }
 
-func histogram(name, help string, buckets []float64) prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Subsystem: kubeProxySubsystem, Name: name, Help: help, Buckets: buckets,
-	})
+	}, labels)
 }
 
 func gauge(name, help string) prometheus.Gauge {
@@ -50,24 +50,20 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 }
 
 func (m *Metrics) initSync() {
-	m.SyncProxyRulesLatency = histogram("sync_proxy_rules_duration_seconds",
-		"SyncProxyRules latency in seconds", syncBuckets())
-	m.SyncFullProxyRulesLatency = histogram("sync_full_proxy_rules_duration_seconds",
-		"SyncProxyRules latency in seconds for full resyncs", syncBuckets())
-	m.SyncPartialProxyRulesLatency = histogram("sync_partial_proxy_rules_duration_seconds",
-		"SyncProxyRules latency in seconds for partial resyncs", syncBuckets())
-	m.NetworkProgrammingLatency = histogram("network_programming_duration_seconds",
-		"In Cluster Network Programming Latency in seconds", networkProgrammingBuckets())
-	m.SyncProxyRulesLastTimestamp = gauge("sync_proxy_rules_last_timestamp_seconds",
-		"The last time proxy rules were successfully synced")
-	m.SyncProxyRulesLastQueuedTimestamp = gauge("sync_proxy_rules_last_queued_timestamp_seconds",
-		"The last time a sync of proxy rules was queued")
+	m.SyncProxyRulesLatency = histogramVec("sync_proxy_rules_duration_seconds",
+		"SyncProxyRules latency in seconds", syncBuckets(), LabelIPFamily)
+	m.SyncFullProxyRulesLatency = histogramVec("sync_full_proxy_rules_duration_seconds",
+		"SyncProxyRules latency in seconds for full resyncs", syncBuckets(), LabelIPFamily)
+	m.SyncPartialProxyRulesLatency = histogramVec("sync_partial_proxy_rules_duration_seconds",
+		"SyncProxyRules latency in seconds for partial resyncs", syncBuckets(), LabelIPFamily)
+	m.NetworkProgrammingLatency = histogramVec("network_programming_duration_seconds",
+		"In Cluster Network Programming Latency in seconds", networkProgrammingBuckets(), LabelIPFamily)
+	m.SyncProxyRulesLastTimestamp = gaugeVec("sync_proxy_rules_last_timestamp_seconds",
+		"The last time proxy rules were successfully synced", LabelIPFamily)
+	m.SyncProxyRulesLastQueuedTimestamp = gaugeVec("sync_proxy_rules_last_queued_timestamp_seconds",
+		"The last time a sync of proxy rules was queued", LabelIPFamily)
 	m.SyncProxyRulesNoLocalEndpointsTotal = gaugeVec("sync_proxy_rules_no_local_endpoints_total",
-		"Number of services with a Local traffic policy and no endpoints", "traffic_policy")
-	// Both policies are always present so a dashboard sees 0, not "no data".
-	for _, p := range []string{TrafficPolicyInternal, TrafficPolicyExternal} {
-		m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(p).Set(0)
-	}
+		"Number of services with a Local traffic policy and no endpoints", "traffic_policy", LabelIPFamily)
 }
 
 func (m *Metrics) initChanges() {
@@ -83,13 +79,13 @@ func (m *Metrics) initChanges() {
 
 func (m *Metrics) initIPTables() {
 	m.IPTablesRulesTotal = gaugeVec("sync_proxy_rules_iptables_total",
-		"Total number of iptables rules owned by kube-proxy", "table")
+		"Total number of iptables rules owned by kube-proxy", "table", LabelIPFamily)
 	m.IPTablesRulesLastSync = gaugeVec("sync_proxy_rules_iptables_last",
-		"Number of iptables rules written by kube-proxy in last sync", "table")
-	m.IPTablesRestoreFailuresTotal = counter("sync_proxy_rules_iptables_restore_failures_total",
-		"Cumulative proxy iptables restore failures")
-	m.IPTablesPartialRestoreFailuresTotal = counter("sync_proxy_rules_iptables_partial_restore_failures_total",
-		"Cumulative proxy iptables partial restore failures")
+		"Number of iptables rules written by kube-proxy in last sync", "table", LabelIPFamily)
+	m.IPTablesRestoreFailuresTotal = counterVec("sync_proxy_rules_iptables_restore_failures_total",
+		"Cumulative proxy iptables restore failures", LabelIPFamily)
+	m.IPTablesPartialRestoreFailuresTotal = counterVec("sync_proxy_rules_iptables_partial_restore_failures_total",
+		"Cumulative proxy iptables partial restore failures", LabelIPFamily)
 }
 
 func (m *Metrics) initHealth() {
@@ -105,10 +101,10 @@ func (m *Metrics) initHealth() {
 }
 
 func (m *Metrics) initConntrack() {
-	m.ConntrackReconcilerSyncLatency = histogram("conntrack_reconciler_sync_duration_seconds",
-		"ReconcileConntrackFlowsLatency latency in seconds", syncBuckets())
-	m.ConntrackReconcilerDeletedEntriesTotal = counter("conntrack_reconciler_deleted_entries_total",
-		"Cumulative conntrack flows deleted by conntrack reconciler")
+	m.ConntrackReconcilerSyncLatency = histogramVec("conntrack_reconciler_sync_duration_seconds",
+		"ReconcileConntrackFlowsLatency latency in seconds", syncBuckets(), LabelIPFamily)
+	m.ConntrackReconcilerDeletedEntriesTotal = counterVec("conntrack_reconciler_deleted_entries_total",
+		"Cumulative conntrack flows deleted by conntrack reconciler", LabelIPFamily)
 }
 
 func (m *Metrics) initSwitchyard() {

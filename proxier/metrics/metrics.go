@@ -23,6 +23,11 @@ const (
 	// iptables rule-count gauges.
 	TableFilter = "filter"
 	TableNAT    = "nat"
+
+	// LabelIPFamily is kube-proxy's (v1.37) label for the IP family a
+	// series is about; its values are v1.IPFamily strings ("IPv4",
+	// "IPv6"). Use Family to make one.
+	LabelIPFamily = "ip_family"
 )
 
 // Metrics holds every metric switchyard exports. Build it with New; the
@@ -30,16 +35,18 @@ const (
 type Metrics struct {
 	// SyncProxyRulesLatency is the duration of every sync, full or partial
 	// (kubeproxy_sync_proxy_rules_duration_seconds).
-	SyncProxyRulesLatency prometheus.Histogram
+	// Like every sync and conntrack metric below, it is labelled by
+	// LabelIPFamily as kube-proxy v1.37 labels it.
+	SyncProxyRulesLatency *prometheus.HistogramVec
 	// SyncFullProxyRulesLatency is the duration of full syncs only.
-	SyncFullProxyRulesLatency prometheus.Histogram
+	SyncFullProxyRulesLatency *prometheus.HistogramVec
 	// SyncPartialProxyRulesLatency is the duration of partial syncs only.
-	SyncPartialProxyRulesLatency prometheus.Histogram
+	SyncPartialProxyRulesLatency *prometheus.HistogramVec
 	// NetworkProgrammingLatency is, per endpoint change in a successful
 	// sync, the time from the EndpointSlice's last-change-trigger-time
 	// annotation to the end of the sync (the network programming latency
 	// SLI of sig-scalability).
-	NetworkProgrammingLatency prometheus.Histogram
+	NetworkProgrammingLatency *prometheus.HistogramVec
 
 	// EndpointChangesPending and ServiceChangesPending are the changes
 	// tracked but not yet synced; the *Total counters count every change
@@ -52,25 +59,25 @@ type Metrics struct {
 	// SyncProxyRulesLastTimestamp is the Unix time of the last successful
 	// sync; SyncProxyRulesLastQueuedTimestamp the Unix time a sync was last
 	// requested. A queued time far ahead of the last sync means a hang.
-	SyncProxyRulesLastTimestamp       prometheus.Gauge
-	SyncProxyRulesLastQueuedTimestamp prometheus.Gauge
+	SyncProxyRulesLastTimestamp       *prometheus.GaugeVec
+	SyncProxyRulesLastQueuedTimestamp *prometheus.GaugeVec
 
 	// SyncProxyRulesNoLocalEndpointsTotal counts services with a Local
 	// traffic policy and no local endpoints, by traffic_policy
-	// (TrafficPolicyInternal, TrafficPolicyExternal). It is a gauge, as
+	// (TrafficPolicyInternal, TrafficPolicyExternal) and ip_family. It is a gauge, as
 	// upstream: set it after each sync.
 	SyncProxyRulesNoLocalEndpointsTotal *prometheus.GaugeVec
 
 	// IPTablesRulesTotal is the number of rules switchyard owns per table
-	// (TableFilter, TableNAT); IPTablesRulesLastSync the number written by
-	// the last sync.
+	// (TableFilter, TableNAT) and ip_family; IPTablesRulesLastSync the
+	// number written by the last sync.
 	IPTablesRulesTotal    *prometheus.GaugeVec
 	IPTablesRulesLastSync *prometheus.GaugeVec
 	// IPTablesRestoreFailuresTotal counts failed iptables-restore runs;
 	// IPTablesPartialRestoreFailuresTotal those of partial restores (which
 	// then fall back to a full one).
-	IPTablesRestoreFailuresTotal        prometheus.Counter
-	IPTablesPartialRestoreFailuresTotal prometheus.Counter
+	IPTablesRestoreFailuresTotal        *prometheus.CounterVec
+	IPTablesPartialRestoreFailuresTotal *prometheus.CounterVec
 
 	// ProxyHealthzTotal and ProxyLivezTotal count /healthz and /livez
 	// answers by HTTP status code ("200", "503").
@@ -80,8 +87,8 @@ type Metrics struct {
 	// ConntrackReconcilerSyncLatency is the duration of one conntrack
 	// cleanup pass; ConntrackReconcilerDeletedEntriesTotal counts the flows
 	// it deleted.
-	ConntrackReconcilerSyncLatency         prometheus.Histogram
-	ConntrackReconcilerDeletedEntriesTotal prometheus.Counter
+	ConntrackReconcilerSyncLatency         *prometheus.HistogramVec
+	ConntrackReconcilerDeletedEntriesTotal *prometheus.CounterVec
 
 	// InvalidObjectsTotal counts Services, EndpointSlices and endpoints
 	// skipped as malformed, by kind and reason

@@ -69,9 +69,11 @@ func defaultOptions() *Options {
 		MasqueradeBit:      14,
 		MetricsBindAddress: "127.0.0.1:10249",
 		HealthzBindAddress: "0.0.0.0:10256",
-		IPTables:           IPTablesOptions{SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second},
-		IPVS:               IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
-		UDPIdleTimeout:     250 * time.Millisecond,
+		// No minimum sync period: unless one is given (flag or file), the
+		// runner paces syncs by their cost.
+		IPTables:       IPTablesOptions{SyncPeriod: 30 * time.Second},
+		IPVS:           IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
+		UDPIdleTimeout: 250 * time.Millisecond,
 	}
 }
 
@@ -430,7 +432,8 @@ func TestCommandHelpListsEveryFlag(t *testing.T) {
 		"--kube-api-qps", "--kube-api-burst", "--kube-api-content-type", "--config-sync-period",
 		"--version", "-h, --help",
 		`(default "iptables")`, `(default "127.0.0.1:10249")`, `(default "0.0.0.0:10256")`,
-		`(default "rr")`, "(default 30s)", "(default 1s)", "(default 14)", "(default 250ms)",
+		`(default "rr")`, "(default 30s)", "(default 14)", "(default 250ms)",
+		"Unset, syncs are paced by their cost",
 	}
 	for _, w := range want {
 		if !strings.Contains(res.out, w) {

@@ -57,20 +57,19 @@ type rawConfig struct {
 
 func defaultRawConfig() *rawConfig {
 	return &rawConfig{
-		Mode:                  string(ModeIPTables),
-		KubeAPIQPS:            5,
-		KubeAPIBurst:          10,
-		KubeAPIContentType:    "application/vnd.kubernetes.protobuf",
-		ConfigSyncPeriod:      15 * time.Minute,
-		MasqueradeBit:         14,
-		MetricsBindAddress:    fmt.Sprintf("127.0.0.1:%d", defaultMetricsPort),
-		HealthzBindAddress:    fmt.Sprintf("0.0.0.0:%d", defaultHealthzPort),
-		IPTablesSyncPeriod:    30 * time.Second,
-		IPTablesMinSyncPeriod: time.Second,
-		IPVSScheduler:         "rr",
-		IPVSSyncPeriod:        30 * time.Second,
-		UDPIdleTimeout:        250 * time.Millisecond,
-		fromFile:              map[string]bool{},
+		Mode:               string(ModeIPTables),
+		KubeAPIQPS:         5,
+		KubeAPIBurst:       10,
+		KubeAPIContentType: "application/vnd.kubernetes.protobuf",
+		ConfigSyncPeriod:   15 * time.Minute,
+		MasqueradeBit:      14,
+		MetricsBindAddress: fmt.Sprintf("127.0.0.1:%d", defaultMetricsPort),
+		HealthzBindAddress: fmt.Sprintf("0.0.0.0:%d", defaultHealthzPort),
+		IPTablesSyncPeriod: 30 * time.Second,
+		IPVSScheduler:      "rr",
+		IPVSSyncPeriod:     30 * time.Second,
+		UDPIdleTimeout:     250 * time.Millisecond,
+		fromFile:           map[string]bool{},
 	}
 }
 
@@ -134,10 +133,10 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.MetricsBindAddress, "metrics-bind-address", r.MetricsBindAddress, "The IP:port for the metrics server to serve on (a bare IP gets port 10249). Set empty to disable.")
 	fs.StringVar(&r.HealthzBindAddress, "healthz-bind-address", r.HealthzBindAddress, "The IP:port for the health check server to serve on (a bare IP gets port 10256). Set empty to disable.")
 	fs.DurationVar(&r.IPTablesSyncPeriod, "iptables-sync-period", r.IPTablesSyncPeriod, "The maximum interval of how often iptables rules are refreshed (e.g. '5s', '1m'). Must be greater than 0.")
-	fs.DurationVar(&r.IPTablesMinSyncPeriod, "iptables-min-sync-period", r.IPTablesMinSyncPeriod, "The minimum interval between iptables rule resyncs as endpoints and services change (e.g. '5s', '1m').")
+	fs.DurationVar(&r.IPTablesMinSyncPeriod, "iptables-min-sync-period", r.IPTablesMinSyncPeriod, "A floor on the interval between iptables rule resyncs as endpoints and services change (e.g. '1s'). Unset, syncs are paced by their cost: a change after a quiet spell syncs at once, and syncs take at most half of one core.")
 	fs.StringVar(&r.IPVSScheduler, "ipvs-scheduler", r.IPVSScheduler, "The IPVS scheduler: rr, lc, dh, sh, wrr, wlc, sed, nq or mh.")
 	fs.DurationVar(&r.IPVSSyncPeriod, "ipvs-sync-period", r.IPVSSyncPeriod, "The maximum interval of how often IPVS rules are refreshed (e.g. '5s', '1m'). Must be greater than 0.")
-	fs.DurationVar(&r.IPVSMinSyncPeriod, "ipvs-min-sync-period", r.IPVSMinSyncPeriod, "The minimum interval between IPVS rule resyncs as endpoints and services change (e.g. '5s', '1m').")
+	fs.DurationVar(&r.IPVSMinSyncPeriod, "ipvs-min-sync-period", r.IPVSMinSyncPeriod, "A floor on the interval between IPVS rule resyncs as endpoints and services change (e.g. '1s'). Unset, syncs are paced by their cost, as for iptables.")
 	fs.DurationVar(&r.IPVSTCPTimeout, "ipvs-tcp-timeout", r.IPVSTCPTimeout, "The timeout for idle IPVS TCP connections; 0 leaves the kernel value as it is.")
 	fs.DurationVar(&r.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", r.IPVSTCPFinTimeout, "The timeout for IPVS TCP connections after receiving a FIN packet; 0 leaves the kernel value as it is.")
 	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")

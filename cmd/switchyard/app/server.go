@@ -42,8 +42,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
 		return err
 	}
-	reg := metrics.NewRegistry()
-	m := metrics.New(reg)
+	reg, m := newMetrics(o)
 	backend, err := newBackend(o, m, reg)
 	if err != nil {
 		return fmt.Errorf("setting up %s mode: %w", o.Mode, err)
@@ -67,10 +66,19 @@ func Run(ctx context.Context, o *Options) error {
 	defer svcHealth.Close()
 	p := proxier.New(client, backend, proxier.Config{
 		NodeName: nodeName, ServiceProxyName: o.ServiceProxyName,
-		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: primaryFamily(o),
+		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: primaryFamily(o), Families: families(o),
 	}, m, health, svcHealth, hooks...)
 	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
 	return runAll(ctx, o, reg, health, p)
+}
+
+// newMetrics registers every metric, with the series of the families the
+// daemon serves present from the start.
+func newMetrics(o *Options) (*prometheus.Registry, *metrics.Metrics) {
+	reg := metrics.NewRegistry()
+	m := metrics.New(reg)
+	m.InitFamilies(families(o)...)
+	return reg, m
 }
 
 // runAll runs the proxier and the metrics and health servers; the first

@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
 // TestMetricsMux checks what the metrics server serves, with and without
@@ -20,16 +18,16 @@ func TestMetricsMux(t *testing.T) {
 		body      string
 	}{
 		{"/proxyMode", false, http.StatusOK, "ipvs"},
-		{"/metrics", false, http.StatusOK, "kubeproxy_sync_proxy_rules_duration_seconds"},
+		{"/metrics", false, http.StatusOK, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 0`},
 		{"/debug/pprof/", false, http.StatusNotFound, ""},
 		{"/debug/pprof/heap?debug=1", false, http.StatusNotFound, ""},
 		{"/debug/pprof/", true, http.StatusOK, "goroutine"},
 		{"/debug/pprof/heap?debug=1", true, http.StatusOK, "heap profile"},
 	}
 	for _, tt := range tests {
-		reg := metrics.NewRegistry()
-		metrics.New(reg)
-		srv := httptest.NewServer(metricsMux(&Options{Mode: ModeIPVS, EnableProfiling: tt.profiling}, reg))
+		o := &Options{Mode: ModeIPVS, EnableProfiling: tt.profiling}
+		reg, _ := newMetrics(o)
+		srv := httptest.NewServer(metricsMux(o, reg))
 		status, body := get(t, srv.URL+tt.path)
 		srv.Close()
 		if status != tt.status || !strings.Contains(body, tt.body) {

@@ -1,0 +1,76 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+const syncCount = "kubeproxy_sync_proxy_rules_duration_seconds"
+
+// syncedLine matches the daemon's -v=2 line for each sync; it says whether
+// the Service set changed and how many EndpointSlice changes it applied.
+var syncedLine = regexp.MustCompile(`"Synced" .*servicesChanged=(true|false) endpointTriggers=(\d+)`)
+
+// testServiceAndSliceOneSync creates a Service and then its EndpointSlice,
+// as the control plane does, with the daemon on its default pacing: both
+// must be applied by one sync, started after both events arrived (the
+// sync's log line reports the Service change and the slice's trigger), and
+// that single sync must be what makes the Service work. With a fixed
+// minimum period the Service would sync alone and the slice a period
+// later: two syncs. The figure is in `make bench`; no wall time here.
+func testServiceAndSliceOneSync(t *testing.T, m *modeEnv) {
+	waitIdle(t, m)
+	before := metric(t, m.daemon, syncCount)
+	offset := m.daemon.LogSize()
+	svc := m.EchoService(t, "onesync", m.Topo.Pods[:1]...)
+	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(svc.Spec.ClusterIP, 80), podNames(m.Topo.Pods[:1]), true)
+	var lines [][]string
+	err := framework.WaitFor(converge, func() (bool, error) {
+		log, err := m.daemon.LogFrom(offset)
+		lines = syncedLine.FindAllStringSubmatch(log, -1)
+		return len(lines) > 0, err
+	})
+	if err != nil {
+		t.Fatalf("no sync logged after the Service was created: %v\n%s", err, m.daemon.LogTail(20))
+	}
+	syncs := metric(t, m.daemon, syncCount) - before
+	if syncs != 1 || len(lines) != 1 {
+		t.Fatalf("Service and EndpointSlice took %v syncs (%d logged), want 1:\n%s", syncs, len(lines), joinMatches(lines))
+	}
+	if lines[0][1] != "true" || lines[0][2] != "1" {
+		t.Errorf("the one sync applied servicesChanged=%s endpointTriggers=%s, want the Service and its slice: %s",
+			lines[0][1], lines[0][2], lines[0][0])
+	}
+	t.Logf("%s: one sync applied the Service and its EndpointSlice: %s", m.mode, lines[0][0])
+}
+
+// waitIdle waits until the daemon has no change pending and the last
+// sync ended after the last change was queued, so the next sync is one the
+// test causes.
+func waitIdle(t *testing.T, m *modeEnv) {
+	t.Helper()
+	err := framework.WaitFor(converge, func() (bool, error) {
+		pending := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_service_changes_pending") +
+			metric(t, m.daemon, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
+		synced := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+		queued := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+		return pending == 0 && synced >= queued, nil
+	})
+	if err != nil {
+		t.Fatalf("daemon never idle: %v", err)
+	}
+}
+
+func joinMatches(lines [][]string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l[0])
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
