@@ -98,6 +98,9 @@ func testCleanup(t *testing.T, m *modeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m.mode == "nftables" {
+		addForeignNFTTable(t, m)
+	}
 	if out, err := framework.RunIn(t.Context(), m.Topo.NodeNS, bin, "--cleanup"); err != nil {
 		t.Fatalf("switchyard --cleanup: %v\n%s", err, out)
 	}
@@ -251,7 +254,7 @@ func testNoEndpoints(t *testing.T, m *modeEnv) {
 	})
 	if err != nil {
 		t.Fatalf("connecting to a service without endpoints was never refused (last error %v): %v\n%s", last, err,
-			nodeIPTables(t, m, "-S"))
+			nodeRules(t, m))
 	}
 	// The attempt above may have started before the rule existed; time a
 	// fresh one against the programmed rule. The kernel rate-limits the
@@ -349,6 +352,15 @@ func testProgrammingLatency(t *testing.T, m *modeEnv) {
 		t.Fatalf("new endpoint never reached: %v", err)
 	}
 	t.Logf("%s network programming latency (slice update -> first connection to new endpoint): %v", m.mode, time.Since(start).Round(time.Millisecond))
+}
+
+// nodeRules is what to print when a check fails: the mode's table.
+func nodeRules(t *testing.T, m *modeEnv) string {
+	t.Helper()
+	if m.mode == "nftables" {
+		return nodeNFT(t, m, "list", "table", "ip", "kube-proxy")
+	}
+	return nodeIPTables(t, m, "-S")
 }
 
 func nodeIPTables(t *testing.T, m *modeEnv, args ...string) string {

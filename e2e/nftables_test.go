@@ -16,29 +16,56 @@ func nodeNFT(t *testing.T, m *modeEnv, args ...string) string {
 }
 
 // testNFTListing checks what an operator sees with `nft list table ip
-// kube-proxy`: the dispatch on service-ips, a chain named after the
-// service port, and its cluster IP in the verdict map.
+// kube-proxy`: the dispatch on service-ips and service-nodeports, the
+// service's cluster IP in the verdict map going to a chain named after the
+// service port, and that chain picking an endpoint from a shared map.
 func testNFTListing(t *testing.T, m *modeEnv) {
 	svc := m.EchoService(t, "listing", m.Topo.Pods...)
-	chain := m.Namespace + "/listing/tcp/"
+	suffix := "-" + m.Namespace + "/listing/tcp/tcp"
 	var out string
 	err := framework.WaitFor(converge, func() (bool, error) {
 		out = nodeNFT(t, m, "list", "table", "ip", "kube-proxy")
-		return strings.Contains(out, chain), nil
+		return nftChain(out, suffix) != "", nil
 	})
 	if err != nil {
-		t.Fatalf("nft list table ip kube-proxy never showed a chain for %s:\n%s", chain, out)
+		t.Fatalf("nft list table ip kube-proxy never declared a chain service-*%s:\n%s", suffix, out)
 	}
 	for _, want := range []string{
 		"ip daddr . meta l4proto . th dport vmap @service-ips",
+		"meta l4proto . th dport vmap @service-nodeports",
 		svc.Spec.ClusterIP + " . tcp . 80 : goto service-",
-		"numgen random mod 65536",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("nft list table ip kube-proxy: no %q", want)
 		}
 	}
+	chain := nftChain(out, suffix)
+	if !strings.HasPrefix(chain, "chain service-") || !strings.Contains(chain, "to numgen random mod 65536") ||
+		!strings.Contains(chain, "map @endpoints-") {
+		t.Errorf("service chain: want a to numgen random mod 65536 over an endpoints map:\n%s", chain)
+	}
+	t.Logf("the service's chain:\n%s", chain)
 	t.Logf("nft list chain ip kube-proxy services:\n%s", nodeNFT(t, m, "list", "chain", "ip", "kube-proxy", "services"))
+}
+
+// nftChain returns the block of the chain whose name ends in suffix, from
+// its "chain" line to its closing brace, or "".
+func nftChain(listing, suffix string) string {
+	var block []string
+	for _, line := range strings.Split(listing, "\n") {
+		f := strings.Fields(line)
+		if block == nil && len(f) == 3 && f[0] == "chain" && strings.HasSuffix(f[1], suffix) && f[2] == "{" {
+			block = []string{}
+		}
+		if block == nil {
+			continue
+		}
+		block = append(block, strings.TrimSpace(line))
+		if strings.TrimSpace(line) == "}" {
+			return strings.Join(block, "\n")
+		}
+	}
+	return ""
 }
 
 // checkNoNFTFor checks that no chain of the table names the services.
@@ -52,11 +79,31 @@ func checkNoNFTFor(t *testing.T, m *modeEnv, names ...string) {
 	}
 }
 
-// checkNFTCleanedUp: after --cleanup no kube-proxy table is left, and no
-// other table was touched.
+// foreignNFTTable stands for another program's nftables table on the
+// node; --cleanup must leave it alone.
+const foreignNFTTable = "switchyard-e2e-foreign"
+
+// addForeignNFTTable installs foreignNFTTable (inet, with a chain and a
+// rule) in the node namespace.
+func addForeignNFTTable(t *testing.T, m *modeEnv) {
+	t.Helper()
+	nodeNFT(t, m, "add", "table", "inet", foreignNFTTable)
+	nodeNFT(t, m, "add", "chain", "inet", foreignNFTTable, "input", "{ type filter hook input priority 0; policy accept; }")
+	nodeNFT(t, m, "add", "rule", "inet", foreignNFTTable, "input", "tcp", "dport", "9", "accept")
+}
+
+// checkNFTCleanedUp: after --cleanup no kube-proxy table is left in any
+// family, and the foreign table is still there with its rule.
 func checkNFTCleanedUp(t *testing.T, m *modeEnv) {
 	t.Helper()
-	if out := nodeNFT(t, m, "list", "tables"); strings.Contains(out, "kube-proxy") {
-		t.Errorf("nft tables after --cleanup:\n%s", out)
+	tables := nodeNFT(t, m, "list", "tables")
+	if strings.Contains(tables, "kube-proxy") {
+		t.Errorf("nft tables after --cleanup:\n%s", tables)
+	}
+	if !strings.Contains(tables, "table inet "+foreignNFTTable) {
+		t.Fatalf("--cleanup removed another program's table %s:\n%s", foreignNFTTable, tables)
+	}
+	if out := nodeNFT(t, m, "list", "chain", "inet", foreignNFTTable, "input"); !strings.Contains(out, "tcp dport 9 accept") {
+		t.Errorf("--cleanup changed another program's table:\n%s", out)
 	}
 }
