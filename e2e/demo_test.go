@@ -112,9 +112,13 @@ func printMetrics(t *testing.T, m *modeEnv) {
 }
 
 func keepUp(m *modeEnv, clusterIP string) {
+	rules := "iptables -t nat -S"
+	if m.mode == "nftables" {
+		rules = "nft list table ip kube-proxy"
+	}
 	fmt.Printf("\n== left up. Try:\n"+
 		"   ip netns exec %s bash -c 'exec 3<>/dev/tcp/%s/80; echo hi >&3; head -1 <&3'\n"+
-		"   ip netns exec %s iptables -t nat -S\n"+
+		"   ip netns exec %s "+rules+"\n"+
 		"   kubectl --kubeconfig %s get svc,endpointslices -A\n"+
 		"Press Ctrl-C to tear everything down.\n",
 		m.Topo.ClientNS, clusterIP, m.Topo.NodeNS, suite.Cluster.Kubeconfig)
