@@ -37,6 +37,7 @@ func TestFaults(t *testing.T) {
 		{"api-server-outage", testAPIServerOutage},
 		{"daemon-sigkill", testDaemonKilled},
 		{"rules-tampered", testRulesTampered},
+		{"userspace-rules-wiped", testUserspaceWiped},
 		{"restore-failure", testRestoreFailure},
 		{"xtables-lock", testXtablesLock},
 		{"service-burst", testServiceBurst},

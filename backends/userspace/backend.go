@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -28,8 +29,10 @@ type Backend struct {
 	peak     shrink.Peak              // of sockets, to give back its space after mass deletions
 	draining []proxySocket            // removed TCP sockets with live connections
 	applied  map[runner.Family][]byte // payload of the last successful restore
-	flush    map[flushKey]struct{}    // UDP proxy ports whose conntrack entries must go
-	closed   bool
+	// verifiedAt: when each family's rules were last checked (verify.go).
+	verifiedAt map[runner.Family]time.Time
+	flush      map[flushKey]struct{} // UDP proxy ports whose conntrack entries must go
+	closed     bool
 }
 
 var _ proxier.Backend = (*Backend)(nil)
@@ -45,12 +48,16 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, fam := range cfg.Families {
+		m.repairs.WithLabelValues(string(runnerFamily(fam)))
+	}
 	return &Backend{
-		cfg:     cfg,
-		metrics: m,
-		sockets: map[socketKey]proxySocket{},
-		applied: map[runner.Family][]byte{},
-		flush:   map[flushKey]struct{}{},
+		cfg:        cfg,
+		metrics:    m,
+		sockets:    map[socketKey]proxySocket{},
+		applied:    map[runner.Family][]byte{},
+		verifiedAt: map[runner.Family]time.Time{},
+		flush:      map[flushKey]struct{}{},
 	}, nil
 }
 
@@ -59,20 +66,22 @@ func (b *Backend) Name() string { return "userspace" }
 
 // Sync implements proxier.Backend: it opens the proxy sockets new service
 // ports need, swaps every socket's endpoints, rewrites the rules of each
-// family (one restore, skipped when unchanged unless the sync is full),
-// and only then closes the sockets of service ports that are gone, and
-// deletes the conntrack entries of UDP ports that closed or lost their
-// last endpoint. If a socket cannot be opened or a restore fails, the
-// previous rules stay in force and every socket they use stays open; a
-// failed conntrack delete is reported after the rules were applied and
-// retried by the next sync.
+// family (one restore, skipped when unchanged unless the sync is full or
+// a check finds them damaged: see verify.go), and only then closes the
+// sockets of service ports that are gone, and deletes the conntrack
+// entries of UDP ports that closed or lost their last endpoint. If a
+// socket cannot be opened or a restore fails, the previous rules stay in
+// force and every socket they use stays open; a failed conntrack delete
+// is reported after the rules were applied and retried by the next sync.
 func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return proxier.SyncResult{}, errors.New("userspace: sync after Close")
 	}
-	full := diff == nil || diff.Full
+	if diff == nil {
+		diff = &proxier.Diff{Full: true}
+	}
 	plans := map[v1.IPFamily][]servicePlan{}
 	specs := map[socketKey]socketSpec{}
 	for _, fam := range b.cfg.Families {
@@ -83,18 +92,43 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		return proxier.SyncResult{}, err
 	}
 	ports := b.portsLocked()
+	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
 			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam)}
-		if err := b.applyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), full); err != nil {
+		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
+		if err != nil {
 			return proxier.SyncResult{}, err
 		}
+		res.Full = res.Full || full
 	}
 	b.retireLocked(specs)
 	b.sockets = shrink.Map(b.sockets, &b.peak)
 	// The rules in force no longer lead to the flushed ports; a failed
 	// flush is retried by the next sync.
-	return proxier.SyncResult{Full: full}, b.flushLocked()
+	return res, b.flushLocked()
+}
+
+// syncFamilyLocked applies one family's payload, fully when diff asks for
+// it or when a due check finds the rules damaged; it reports whether the
+// sync was full. A repair is logged, with what it found, once applied.
+func (b *Backend) syncFamilyLocked(ctx context.Context, fam runner.Family, payload []byte, diff *proxier.Diff) (bool, error) {
+	var damage []string
+	if !diff.Full && b.verifyDueLocked(diff, fam) {
+		damage = b.damageLocked(ctx, fam)
+	}
+	full := diff.Full || len(damage) > 0
+	if err := b.applyLocked(ctx, fam, payload, full); err != nil {
+		return false, err
+	}
+	if full {
+		b.verifiedAt[fam] = b.cfg.Clock.Now()
+	}
+	if len(damage) > 0 {
+		b.metrics.repairs.WithLabelValues(string(fam)).Inc()
+		klog.InfoS("Restored userspace proxy rules changed outside switchyard", "family", fam, "repaired", damage)
+	}
+	return full, nil
 }
 
 // openLocked opens the missing sockets and gives every socket its

@@ -44,8 +44,13 @@ type Config struct {
 	// DialTimeout bounds each TCP connection attempt to an endpoint. 0
 	// means DefaultDialTimeout.
 	DialTimeout time.Duration
-	// Clock times session affinity and UDP idleness. nil means the real
-	// clock.
+	// VerifyInterval bounds the time between two checks that the kernel
+	// still holds the rules (see verify.go): periodic syncs (Diff.Verify)
+	// always check, other syncs once the last check is older. 0 means
+	// DefaultVerifyInterval; negative disables the checks.
+	VerifyInterval time.Duration
+	// Clock times session affinity, UDP idleness and rule checks. nil
+	// means the real clock.
 	Clock clock.WithTicker
 	// Sockets opens the proxy's sockets. nil means HostSockets.
 	Sockets Sockets
@@ -79,6 +84,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.VerifyInterval == 0 {
+		c.VerifyInterval = DefaultVerifyInterval
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

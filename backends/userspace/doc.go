@@ -35,6 +35,16 @@
 // The jumps from the built-in chains are added with EnsureRule on full
 // syncs.
 //
+// A sync whose rules are unchanged writes nothing, so the periodic sync
+// (Diff.Verify), and any sync once Config.VerifyInterval has passed since
+// the last check, lists these five chains and the five built-in chains
+// holding the jumps and compares them with what was written (rule counts,
+// jump targets). A flushed table (`iptables -t nat -F`, `iptables -F`), a
+// deleted chain (`-X`) or a deleted jump turns that family's sync into a
+// full one, logged with what was found and counted in
+// switchyard_userspace_rules_repaired_total{family}. Proxy sockets stay
+// open throughout; established connections keep their conntrack NAT.
+//
 // Kubernetes semantics of the rules:
 //   - Cluster IPs reach the endpoints selected for internal traffic.
 //   - NodePorts, external IPs and load-balancer IPs reach the external
@@ -85,7 +95,8 @@
 // switchyard_userspace_active_connections{service_port} (TCP connections
 // and UDP sessions), switchyard_userspace_bytes_total{service_port,
 // direction="to_endpoint"|"to_client"} and
-// switchyard_userspace_balancer_errors_total{reason}, registered on
+// switchyard_userspace_balancer_errors_total{reason} and
+// switchyard_userspace_rules_repaired_total{family}, registered on
 // Config.Registerer when it is set. Series of a removed service port are
 // deleted.
 //

@@ -39,6 +39,9 @@ type metrics struct {
 	active *prometheus.GaugeVec
 	bytes  *prometheus.CounterVec
 	errors *prometheus.CounterVec
+	// repairs counts syncs that found rules changed outside switchyard
+	// and restored them, per family.
+	repairs *prometheus.CounterVec
 
 	mu   sync.Mutex
 	refs map[string]int
@@ -68,6 +71,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "switchyard", Subsystem: "userspace", Name: "balancer_errors_total",
 			Help: "Connections or sessions the userspace proxy could not send to an endpoint, by reason.",
 		}, []string{"reason"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Subsystem: "userspace", Name: "rules_repaired_total",
+			Help: "Syncs that found the userspace proxy's iptables rules changed or removed outside switchyard and restored them, per IP family (ipv4, ipv6).",
+		}, []string{"family"}),
 		refs: map[string]int{},
 	}
 	for _, r := range reasons() {
@@ -77,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var done []prometheus.Collector
-	for _, c := range []prometheus.Collector{m.active, m.bytes, m.errors} {
+	for _, c := range []prometheus.Collector{m.active, m.bytes, m.errors, m.repairs} {
 		if err := reg.Register(c); err != nil {
 			for _, d := range done {
 				reg.Unregister(d)

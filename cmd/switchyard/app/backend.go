@@ -74,6 +74,9 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		Families:       families(o),
 		ClusterCIDRs:   o.ClusterCIDRs,
 		UDPIdleTimeout: o.UDPIdleTimeout,
+		// Repairs within one sync period even while changes keep
+		// postponing the periodic sync.
+		VerifyInterval: o.IPTables.SyncPeriod,
 		Registerer:     reg,
 	}
 	if reg != nil { // not for --cleanup

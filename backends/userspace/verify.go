@@ -1,0 +1,127 @@
+package userspace
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// DefaultVerifyInterval is Config.VerifyInterval's default: kube-proxy's
+// default --iptables-sync-period.
+const DefaultVerifyInterval = 30 * time.Second
+
+// A sync skips the restore when the rules it renders are the ones it
+// last wrote, so without a check nothing would put back rules someone
+// removed: `iptables -t nat -F`, `iptables -F`, `-X`, or a firewall
+// service reloading its tables leaves every service port unreachable
+// while the proxy sockets keep listening. So the periodic sync
+// (Diff.Verify), and any sync once the last check is older than
+// Config.VerifyInterval (changes that keep arriving postpone the periodic
+// one), lists this mode's chains and the built-in chains holding its
+// jumps, one chain per command: five of ours and five built-in ones,
+// never a whole table. Anything missing or changed turns the family's
+// sync into a full one (restore and jumps); the sockets are not touched,
+// so established connections, which conntrack keeps NATed, go on.
+
+// verifyDueLocked says whether a sync of fam checks its rules first.
+func (b *Backend) verifyDueLocked(diff *proxier.Diff, fam runner.Family) bool {
+	if b.cfg.VerifyInterval < 0 {
+		return false
+	}
+	return diff.Verify || b.cfg.Clock.Since(b.verifiedAt[fam]) >= b.cfg.VerifyInterval
+}
+
+// damageLocked lists what the kernel lost or changed of the rules last
+// written for fam. A chain that cannot be listed (xtables lock held,
+// runner without ChainLister) is not damage: a restore would fail the
+// same way, and the next check retries.
+func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) []string {
+	lister, ok := b.cfg.Runner.(runner.ChainLister)
+	payload, written := b.applied[fam]
+	if !ok || !written {
+		return nil
+	}
+	b.verifiedAt[fam] = b.cfg.Clock.Now()
+	owned, err := ownedDamage(ctx, lister, fam, writtenRules(payload))
+	if err != nil {
+		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
+		return nil
+	}
+	missing, err := missingJumps(ctx, lister, fam)
+	if err != nil {
+		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
+		return nil
+	}
+	return append(owned, missing...)
+}
+
+// ownedDamage compares the rule count of each of this mode's chains with
+// the count written.
+func ownedDamage(ctx context.Context, l runner.ChainLister, fam runner.Family, written map[tableChain]int) ([]string, error) {
+	var found []string
+	for _, t := range ownedTables() {
+		for _, c := range t.chains {
+			rules, exists, err := l.ListChain(ctx, fam, t.table, c)
+			want := written[tableChain{t.table, c}]
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("userspace: list %s/%s: %w", t.table, c, err)
+			case !exists:
+				found = append(found, fmt.Sprintf("chain %s/%s was deleted", t.table, c))
+			case len(rules) != want:
+				found = append(found, fmt.Sprintf("chain %s/%s holds %d rules, %d were written", t.table, c, len(rules), want))
+			}
+		}
+	}
+	return found, nil
+}
+
+// missingJumps lists the entry rules the built-in chains lost (`iptables
+// -F` flushes them with everything else). Each built-in chain is listed
+// once.
+func missingJumps(ctx context.Context, l runner.ChainLister, fam runner.Family) ([]string, error) {
+	listed := map[tableChain][]string{}
+	var found []string
+	for _, j := range jumps() {
+		k := tableChain{j.table, j.chain}
+		rules, ok := listed[k]
+		if !ok {
+			var err error
+			if rules, _, err = l.ListChain(ctx, fam, j.table, j.chain); err != nil {
+				return nil, fmt.Errorf("userspace: list %s/%s: %w", j.table, j.chain, err)
+			}
+			listed[k] = rules
+		}
+		target := j.args[len(j.args)-1]
+		if !slices.ContainsFunc(rules, func(r string) bool { return strings.HasSuffix(r, " -j "+target) }) {
+			found = append(found, fmt.Sprintf("jump %s/%s to %s was deleted", j.table, j.chain, target))
+		}
+	}
+	return found, nil
+}
+
+// tableChain names one chain of one table.
+type tableChain struct{ table, chain string }
+
+// writtenRules counts the rules of each chain in a restore payload.
+func writtenRules(payload []byte) map[tableChain]int {
+	counts := map[tableChain]int{}
+	table := ""
+	for _, line := range strings.Split(string(payload), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, "-A "):
+			chain, _, _ := strings.Cut(line[len("-A "):], " ")
+			counts[tableChain{table, chain}]++
+		}
+	}
+	return counts
+}
