@@ -65,12 +65,24 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 	var rs *Ruleset
 	if full {
 		klog.V(3).InfoS("iptables full sync", "family", f.fam, "reason", reason)
-		if err := f.prepareFull(ctx, b.runner); err != nil {
+		// Render (pure CPU) while prepareFull waits for iptables.
+		rendered := make(chan *Ruleset, 1)
+		go func() { rendered <- render(f.fc, state) }()
+		plan, err := f.prepareFull(ctx, b.runner)
+		rs = <-rendered
+		if err == nil && !plan.targetsIn(rs) {
+			plan, err = firstSyncPlan{}, f.ensureJumps(b.runner)
+		}
+		if err != nil {
 			f.prev = nil
 			return out, err
 		}
-		rs = render(f.fc, state)
-		txs = planTransactions(rs.chains(), f.staleChains(rs), b.chunkRules())
+		bound := b.chunkRules()
+		if plan.onlyOneTransaction(allTables()) {
+			bound = 0
+		}
+		txs = planTransactions(rs.chains(), f.staleChains(rs), bound)
+		txs = plan.attach(txs)
 		f.verifiedAt = b.verify.clock.Now()
 	} else {
 		rs = renderPartial(f.fc, state, diff, f.prev)
@@ -121,9 +133,21 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 }
 
 // prepareFull ensures the jumps from the built-in chains (outside the
-// restore payload: other programs own those chains) and, once, lists the
-// chains an earlier run left behind.
-func (f *familySync) prepareFull(ctx context.Context, r runner.Interface) error {
+// restore payload: other programs own those chains). The first full sync
+// instead saves each table once, which also lists the chains an earlier
+// run left behind, and returns the plan that adds the missing jumps in
+// its own restore (firstsync.go).
+func (f *familySync) prepareFull(ctx context.Context, r runner.Interface) (firstSyncPlan, error) {
+	if !f.listed {
+		if plan, ok := f.surveyTables(ctx, r); ok {
+			return plan, nil
+		}
+	}
+	return firstSyncPlan{}, f.ensureJumps(r)
+}
+
+// ensureJumps checks and adds each jump, one iptables call at a time.
+func (f *familySync) ensureJumps(r runner.Interface) error {
 	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
 		if _, err := r.EnsureChain(f.fam, string(j.table), j.to); err != nil {
 			return fmt.Errorf("iptables backend: %s: ensure chain %s/%s: %w", f.fam, j.table, j.to, err)
@@ -132,21 +156,13 @@ func (f *familySync) prepareFull(ctx context.Context, r runner.Interface) error 
 			return fmt.Errorf("iptables backend: %s: ensure jump %s/%s -> %s: %w", f.fam, j.table, j.from, j.to, err)
 		}
 	}
-	if !f.listed {
-		f.listLeftovers(ctx, r)
-	}
 	return nil
 }
 
-// listLeftovers records the service chains present in nat before our first
-// sync, so that the stale ones get deleted. Off the hot path: once per
-// process. A failure only means leftovers stay (they are unreferenced).
-func (f *familySync) listLeftovers(ctx context.Context, r runner.Interface) {
-	data, err := r.SaveTable(ctx, f.fam, string(tableNAT))
-	if err != nil {
-		klog.ErrorS(err, "Listing iptables chains failed; stale service chains may stay", "family", f.fam)
-		return
-	}
+// noteLeftovers records the service chains an iptables-save of nat shows
+// (left by an earlier run of switchyard or kube-proxy), so the first full
+// sync deletes those it does not write.
+func (f *familySync) noteLeftovers(data []byte) {
 	for _, name := range chainsInSave(data) {
 		k := chainKey{table: tableNAT, name: name}
 		if _, ok := f.installed[k]; !ok && isServiceChain(name) {
@@ -193,6 +209,7 @@ func compareKeys(a, b chainKey) int {
 // are a consistent mix of old and new.
 func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, written map[table]int, partial bool) error {
 	for i, tx := range txs {
+		tx.byName = b.runner.Mode() == runner.ModeLegacy
 		data := tx.payload()
 		if err := b.runner.Restore(ctx, f.fam, data); err != nil {
 			b.countRestoreFailure(f.fc.family, partial)

@@ -163,7 +163,8 @@ func TestPartialSyncOneEndpoint(t *testing.T) {
 	ch := chainsFor(names[0])
 	wantDeclared := []string{"nat/" + endpointChainName(names[0], "10.244.4.1:80"), "nat/" + ch.cluster,
 		"nat/" + endpointChainName(names[0], "10.244.3.1:80")}
-	slices.Sort(wantDeclared) // a payload declares its chains sorted by name
+	// On iptables-nft chains are declared in write order: the endpoint
+	// chain, the service chain, then the stale one to delete.
 	wantDeleted := []string{"nat/" + endpointChainName(names[0], "10.244.3.1:80")}
 	if d := cmp.Diff(wantDeclared, declared); d != "" {
 		t.Errorf("declared chains (-want +got):\n%s\npayload:\n%s", d, calls[0].Data)
@@ -365,6 +366,9 @@ func TestChunkedFullSync(t *testing.T) {
 	fake := iptablestest.NewFake()
 	chunked := func(c *Config) { c.ChunkRules = bound }
 	b := newTestBackend(t, fake, chunked)
+	// The first sync into a near-empty table is one transaction
+	// (TestFirstSyncOneTransaction); the full syncs after it are chunked.
+	mustSync(t, b, bigState(50, 2), fullDiff())
 	for _, st := range []*proxier.State{bigState(300, 5), bigState(120, 2), bigState(310, 6)} {
 		n := len(fake.Restores())
 		mustSync(t, b, st, fullDiff())

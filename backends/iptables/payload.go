@@ -12,6 +12,13 @@ type transaction struct {
 	writes  []*chainRules
 	deletes []chainKey
 	lines   int
+	// listing marks the tables whose section starts with "-S", and jumps
+	// are appended to their table's section (first sync, firstsync.go).
+	listing map[table]bool
+	jumps   firstSyncPlan
+	// byName declares chains sorted by name (legacy iptables); else in
+	// write order (see declared).
+	byName bool
 }
 
 // writeLines is what a whole-chain write costs in payload lines.
@@ -75,6 +82,9 @@ func (t *transaction) payload() []byte {
 			continue
 		}
 		b.WriteString("*" + string(tbl) + "\n")
+		if t.listing[tbl] {
+			b.WriteString("-S\n")
+		}
 		for _, name := range t.declared(tbl) {
 			b.WriteString(":" + name + " - [0:0]\n")
 		}
@@ -91,17 +101,28 @@ func (t *transaction) payload() []byte {
 				b.WriteString("-X " + k.name + "\n")
 			}
 		}
+		for _, l := range t.jumps.jumpLines(tbl) {
+			b.WriteString(l + "\n")
+		}
 		b.WriteString("COMMIT\n")
 	}
 	return b.Bytes()
 }
 
 // declared lists the chains the transaction declares in a table (those it
-// writes and those it deletes), sorted by name. Legacy iptables-restore
-// (libiptc) is much faster when user chains arrive sorted, as
-// iptables-save writes them: the one-transaction full sync of 10k
-// services x 10 endpoints took 6.5 s sorted and 12 s in tier order
-// (hack/bench). The order of declarations has no other effect.
+// writes and those it deletes). The order is where nf_tables creates
+// them, and so the order a later `iptables-nft-save` reads them back in.
+//
+// Legacy iptables-restore (libiptc) is much faster when user chains
+// arrive sorted, as iptables-save writes them: the one-transaction full
+// sync of 10k services x 10 endpoints took 6.5 s sorted and 12 s in tier
+// order (hack/bench). On iptables-nft the opposite matters: iptables-nft
+// 1.8.9 sorts the chains it reads with a recursion as deep as the run of
+// already-sorted chains, so ~100k chains created in name order make every
+// later `iptables-nft-save` and `iptables -t nat -S` die of a stack
+// overflow (SIGSEGV; found at 10k services x 10 endpoints). Write order
+// (tier order, chains named by hashes) is effectively random, which that
+// sort handles with a shallow recursion.
 func (t *transaction) declared(tbl table) []string {
 	var out []string
 	for _, c := range t.writes {
@@ -114,13 +135,27 @@ func (t *transaction) declared(tbl table) []string {
 			out = append(out, k.name)
 		}
 	}
-	slices.Sort(out)
+	if t.byName {
+		slices.Sort(out)
+	}
+	return out
+}
+
+// tables lists the tables the transaction touches.
+func (t *transaction) tables() []table {
+	var out []table
+	for _, tbl := range allTables() {
+		if t.touches(tbl) {
+			out = append(out, tbl)
+		}
+	}
 	return out
 }
 
 func (t *transaction) touches(tbl table) bool {
 	return slices.ContainsFunc(t.writes, func(c *chainRules) bool { return c.key.table == tbl }) ||
-		slices.ContainsFunc(t.deletes, func(k chainKey) bool { return k.table == tbl })
+		slices.ContainsFunc(t.deletes, func(k chainKey) bool { return k.table == tbl }) ||
+		slices.ContainsFunc(t.jumps.jumps, func(j jumpRule) bool { return j.table == tbl })
 }
 
 // rulesWritten counts the rule lines the transaction writes per table.

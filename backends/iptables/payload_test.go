@@ -69,12 +69,19 @@ func TestTransactionPayload(t *testing.T) {
 		},
 		deletes: []chainKey{{tableNAT, "KUBE-SEP-B"}},
 	}
-	want := strings.Join([]string{
-		"*mangle", ":KUBE-PROXY-CANARY - [0:0]", "COMMIT",
-		"*filter", ":KUBE-SERVICES - [0:0]", "COMMIT",
-		"*nat", ":KUBE-SEP-B - [0:0]", ":KUBE-SVC-A - [0:0]", "-A KUBE-SVC-A -j KUBE-SEP-A", "-X KUBE-SEP-B", "COMMIT", "",
-	}, "\n")
-	if d := cmp.Diff(want, string(tx.payload())); d != "" {
+	payload := func(nat ...string) string {
+		return strings.Join(append([]string{
+			"*mangle", ":KUBE-PROXY-CANARY - [0:0]", "COMMIT",
+			"*filter", ":KUBE-SERVICES - [0:0]", "COMMIT", "*nat"},
+			append(nat, "-A KUBE-SVC-A -j KUBE-SEP-A", "-X KUBE-SEP-B", "COMMIT", "")...), "\n")
+	}
+	// iptables-nft: declared in write order (writes, then deletions).
+	if d := cmp.Diff(payload(":KUBE-SVC-A - [0:0]", ":KUBE-SEP-B - [0:0]"), string(tx.payload())); d != "" {
 		t.Errorf("payload (-want +got):\n%s", d)
+	}
+	// Legacy: sorted by name.
+	tx.byName = true
+	if d := cmp.Diff(payload(":KUBE-SEP-B - [0:0]", ":KUBE-SVC-A - [0:0]"), string(tx.payload())); d != "" {
+		t.Errorf("legacy payload (-want +got):\n%s", d)
 	}
 }

@@ -100,7 +100,7 @@ func commandLine(x *txn, line string) error {
 		return fmt.Errorf("empty command")
 	}
 	cmd, rest := longCommand(args[0]), args[1:]
-	if cmd == "-F" || cmd == "-X" || cmd == "-Z" {
+	if cmd == "-F" || cmd == "-X" || cmd == "-Z" || cmd == "-S" {
 		return chainsCommand(x, cmd, rest)
 	}
 	if len(rest) == 0 {
@@ -141,10 +141,12 @@ func chainsCommand(x *txn, cmd string, rest []string) error {
 	case "-X":
 		return x.deleteChain(name)
 	}
+	// -Z and -S (list rules, which iptables-nft-restore prints): the
+	// fake keeps no counters and prints nothing.
 	if _, ok := x.t.chains[name]; name != "" && !ok {
 		return fmt.Errorf("chain %q does not exist in table %s", name, x.t.name)
 	}
-	return nil // -Z: the fake keeps no counters
+	return nil
 }
 
 func insertCommand(x *txn, chainName string, rest []string) error {
@@ -178,6 +180,8 @@ func longCommand(c string) string {
 		return "-D"
 	case "--flush":
 		return "-F"
+	case "--list-rules":
+		return "-S"
 	case "--delete-chain":
 		return "-X"
 	case "--new-chain", "--new":
