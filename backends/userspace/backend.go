@@ -32,6 +32,7 @@ type Backend struct {
 	// verifiedAt: when each family's rules were last checked (verify.go).
 	verifiedAt map[runner.Family]time.Time
 	flush      map[flushKey]struct{} // UDP proxy ports whose conntrack entries must go
+	skipped    skippedPorts          // SCTP service ports, logged once (skipped.go)
 	closed     bool
 }
 
@@ -82,6 +83,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	if diff == nil {
 		diff = &proxier.Diff{Full: true}
 	}
+	b.noteSkippedLocked(st)
 	plans := map[v1.IPFamily][]servicePlan{}
 	specs := map[socketKey]socketSpec{}
 	for _, fam := range b.cfg.Families {
@@ -155,13 +157,15 @@ func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
 
 func (b *Backend) open(key socketKey, proto v1.Protocol) (proxySocket, error) {
 	label := key.name.String()
-	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, pm: b.metrics.acquire(label)}
+	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets}
 	addr := netip.AddrPortFrom(b.cfg.listenIP(key.family), 0)
 	var s proxySocket
 	var err error
 	if proto == v1.ProtocolUDP {
-		s, err = newUDPProxy(base, addr, b.cfg.Clock, b.cfg.UDPIdleTimeout)
+		base.pm = b.metrics.acquireUDP(label)
+		s, err = newUDPProxy(base, addr, b.cfg.Clock, udpLimits{idle: b.cfg.UDPIdleTimeout, maxSessions: b.cfg.UDPMaxSessions})
 	} else {
+		base.pm = b.metrics.acquire(label)
 		s, err = newTCPProxy(base, addr, b.cfg.DialTimeout)
 	}
 	if err != nil {

@@ -74,6 +74,7 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		Families:       families(o),
 		ClusterCIDRs:   o.ClusterCIDRs,
 		UDPIdleTimeout: o.UDPIdleTimeout,
+		UDPMaxSessions: udpMaxSessions(o.UDPMaxSessions),
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: o.IPTables.SyncPeriod,
@@ -87,6 +88,15 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		cfg.Conntrack = table
 	}
 	return userspace.New(cfg)
+}
+
+// udpMaxSessions maps the flag (0: no cap) to userspace.Config (0:
+// default, negative: no cap).
+func udpMaxSessions(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // newNFTablesBackend programs nf_tables over netlink in this network
