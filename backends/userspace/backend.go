@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sync"
@@ -33,6 +34,7 @@ type Backend struct {
 	verifiedAt map[runner.Family]time.Time
 	flush      map[flushKey]struct{} // UDP proxy ports whose conntrack entries must go
 	skipped    skippedPorts          // SCTP service ports, logged once (skipped.go)
+	holds      nodePortHolds         // NodePort reservations (nodeports.go)
 	closed     bool
 }
 
@@ -59,6 +61,7 @@ func New(cfg Config) (*Backend, error) {
 		applied:    map[runner.Family][]byte{},
 		verifiedAt: map[runner.Family]time.Time{},
 		flush:      map[flushKey]struct{}{},
+		holds:      nodePortHolds{open: map[holdKey]io.Closer{}},
 	}, nil
 }
 
@@ -93,11 +96,13 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	if err := b.openLocked(specs); err != nil {
 		return proxier.SyncResult{}, err
 	}
+	b.reserveLocked(plans)
 	ports := b.portsLocked()
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
-			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam)}
+			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
+			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)}
 		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
 		if err != nil {
 			return proxier.SyncResult{}, err
@@ -262,6 +267,7 @@ func (b *Backend) Close() error {
 	}
 	clear(b.sockets)
 	b.draining = nil
+	b.releaseHoldsLocked()
 	return nil
 }
 

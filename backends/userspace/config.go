@@ -40,6 +40,16 @@ type Config struct {
 	// destinations is treated as cluster traffic. The first prefix of each
 	// family is used.
 	ClusterCIDRs []netip.Prefix
+	// NodePortAddresses restricts NodePorts to the node's addresses
+	// inside these prefixes (--nodeport-addresses, "primary" already
+	// resolved), as in iptables mode: a family without prefixes of its
+	// own, or with a /0, serves NodePorts on every local address.
+	NodePortAddresses []netip.Prefix
+	// PortReserver holds every TCP and UDP NodePort on the addresses
+	// NodePorts are served on, so no local process can bind them
+	// (nodeports.go). nil reserves nothing (unit tests; the daemon sets
+	// HostPortReserver).
+	PortReserver PortReserver
 	// ListenIP is the address proxy sockets of its family bind to, and
 	// the DNAT target of the rules instead of REDIRECT. Unset (or
 	// unspecified) means 0.0.0.0 and :: with REDIRECT.

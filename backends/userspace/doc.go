@@ -50,6 +50,21 @@
 // switchyard_userspace_rules_repaired_total{family}. Proxy sockets stay
 // open throughout; established connections keep their conntrack NAT.
 //
+// # NodePorts
+//
+// With Config.NodePortAddresses (--nodeport-addresses, "primary" resolved
+// by the daemon) the NodePort rules, nat and filter, carry "-d PREFIX" per
+// prefix of the family, besides addrtype LOCAL, as in iptables mode; a
+// family without prefixes of its own, or with a /0, serves NodePorts on
+// every local address. Config.PortReserver (HostPortReserver in the
+// daemon) holds every TCP and UDP NodePort on the addresses it is served
+// on, as upstream's port holders did, with a socket bound without
+// SO_REUSEADDR and never listening, so no local process can bind the
+// port there and stray SYNs get a reset (nodeports.go). A port already
+// taken is logged when first found so, retried every sync, and counted in
+// switchyard_userspace_nodeports_unreserved{protocol}; it never fails the
+// sync. Holders close with their NodePort and on Close.
+//
 // Kubernetes semantics of the rules:
 //   - Cluster IPs reach the endpoints selected for internal traffic.
 //   - NodePorts, external IPs and load-balancer IPs reach the external
@@ -109,7 +124,8 @@
 // switchyard_userspace_balancer_errors_total{reason},
 // switchyard_userspace_rules_repaired_total{family},
 // switchyard_userspace_udp_sessions_dropped_total{service_port} (UDP ports
-// only) and switchyard_userspace_skipped_service_ports{protocol}, registered on
+// only), switchyard_userspace_skipped_service_ports{protocol} and
+// switchyard_userspace_nodeports_unreserved{protocol}, registered on
 // Config.Registerer when it is set. Series of a removed service port are
 // deleted.
 //

@@ -63,18 +63,20 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 }
 
 // newUserspaceBackend proxies in the daemon itself. Its conntrack table
-// lets it clear UDP entries that would keep clients on a closed socket.
+// lets it clear UDP entries that would keep clients on a closed socket;
+// its port reserver holds the NodePorts (not for --cleanup).
 func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Backend, error) {
 	r, err := runner.New(runner.Options{})
 	if err != nil {
 		return nil, err
 	}
 	cfg := userspace.Config{
-		Runner:         r,
-		Families:       families(o),
-		ClusterCIDRs:   o.ClusterCIDRs,
-		UDPIdleTimeout: o.UDPIdleTimeout,
-		UDPMaxSessions: udpMaxSessions(o.UDPMaxSessions),
+		Runner:            r,
+		Families:          families(o),
+		ClusterCIDRs:      o.ClusterCIDRs,
+		NodePortAddresses: o.NodePortAddresses,
+		UDPIdleTimeout:    o.UDPIdleTimeout,
+		UDPMaxSessions:    udpMaxSessions(o.UDPMaxSessions),
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: o.IPTables.SyncPeriod,
@@ -86,6 +88,8 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 		}
 		cfg.Conntrack = table
+		// Hold the NodePorts, as upstream's userspace proxier did.
+		cfg.PortReserver = userspace.HostPortReserver{}
 	}
 	return userspace.New(cfg)
 }
