@@ -59,7 +59,7 @@ func addressCases() []cleanupCase {
 			cttest.Plain(cttest.UDP, c(16), netip.AddrPortFrom(nodeIP, 30053)),
 		},
 	}, {
-		name: "SCTP matched by address only",
+		name: "SCTP matched by address and port, like UDP",
 		st:   state(sctpService(), eps(ready(addrPort("10.244.2.10:9999")))),
 		diff: staleDiff(sctpName, addrPort("10.244.1.10:9999")),
 		keep: []cttest.Entry{
@@ -68,6 +68,9 @@ func addressCases() []cleanupCase {
 		},
 		deleted: []cttest.Entry{
 			cttest.NATed(cttest.SCTP, c(19), addrPort("10.96.0.20:9999"), addrPort("10.244.1.10:9999")),
+			// The endpoint's address is still an endpoint, its old
+			// port is not: by address alone this one was kept.
+			cttest.NATed(cttest.SCTP, c(20), addrPort("10.96.0.20:9999"), addrPort("10.244.2.10:9998")),
 		},
 	}}
 }

@@ -33,9 +33,9 @@
 // full) and there is UDP/SCTP service traffic to look at. A failed pass is
 // retried after the next sync.
 //
-// SCTP is matched by address only: netlink v1.3.1 does not parse SCTP
-// ports, so an SCTP entry is kept if its reply source is a reachable
-// endpoint address of any SCTP port of the same service address.
+// SCTP is matched by address and port, like UDP and as kube-proxy does:
+// netlink v1.3.1 parses ports of TCP and UDP entries only, so
+// NetlinkTable dumps and parses the table itself (dump.go).
 //
 // In userspace mode there are no NAT entries for services: the proxy
 // itself receives the client's packets on the service address and opens

@@ -20,23 +20,18 @@ const (
 type flowKey struct {
 	proto uint8
 	addr  netip.Addr
-	// port is 0 for SCTP: netlink v1.3.1 does not parse SCTP ports.
-	port uint16
+	port  uint16
 }
 
-// newFlowKey normalises a key: IPv4-mapped addresses unmapped, SCTP ports
-// dropped.
+// newFlowKey normalises a key: IPv4-mapped addresses unmapped.
 func newFlowKey(proto uint8, addr netip.Addr, port uint16) flowKey {
-	if proto == protoSCTP {
-		port = 0
-	}
 	return flowKey{proto: proto, addr: addr.Unmap(), port: port}
 }
 
 // target is what may answer traffic sent to one service address.
 type target struct {
-	// allowed are the reply sources (endpoint address and port; port 0 for
-	// SCTP) that traffic to the address may be NATed to now.
+	// allowed are the reply sources (endpoint address and port) that
+	// traffic to the address may be NATed to now.
 	allowed map[netip.AddrPort]struct{}
 	// gone is set when no service uses the address any more: every entry
 	// for it is stale.
@@ -129,11 +124,8 @@ func buildIndex(st *proxier.State, family v1.IPFamily, nodeIPs []netip.Addr, gon
 }
 
 // replySource normalises an endpoint as conntrack shows it in the reply
-// direction (port 0 for SCTP, see flowKey).
+// direction.
 func replySource(proto uint8, addr netip.Addr, port uint16) netip.AddrPort {
-	if proto == protoSCTP {
-		port = 0
-	}
 	return netip.AddrPortFrom(addr.Unmap(), port)
 }
 

@@ -1,10 +1,12 @@
 package conntrack
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 )
@@ -21,7 +23,7 @@ type Table interface {
 // NetlinkTable is the Table of a network namespace, through a netfilter
 // netlink socket opened in that namespace.
 type NetlinkTable struct {
-	h *netlink.Handle
+	sock *nl.SocketHandle // dumps and deletes (dump.go)
 }
 
 var _ Table = (*NetlinkTable)(nil)
@@ -29,43 +31,60 @@ var _ Table = (*NetlinkTable)(nil)
 // NewNetlinkTable opens the conntrack table of the namespace ns
 // (netns.None() for the caller's own). Close it when done.
 func NewNetlinkTable(ns netns.NsHandle) (*NetlinkTable, error) {
-	h, err := netlink.NewHandleAt(ns, syscall.NETLINK_NETFILTER)
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), syscall.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("open netfilter netlink socket: %w", err)
 	}
-	return &NetlinkTable{h: h}, nil
+	return &NetlinkTable{sock: &nl.SocketHandle{Socket: s}}, nil
 }
 
 // Close releases the netlink socket.
-func (t *NetlinkTable) Close() { t.h.Close() }
+func (t *NetlinkTable) Close() { t.sock.Close() }
 
-// Delete implements Table with netlink's ConntrackDeleteFilters: one dump,
-// then one delete request per matched entry (by its full tuple and id, so
-// an entry recreated meanwhile is not hit).
+// Delete implements Table: one dump, then one delete request per matched
+// entry (by its own tuples and id, so an entry recreated meanwhile is not
+// hit). Filters see the ports of SCTP entries too (dump.go).
 func (t *NetlinkTable) Delete(family v1.IPFamily, filter netlink.CustomConntrackFilter) (int, error) {
-	n, err := t.h.ConntrackDeleteFilters(netlink.ConntrackTable, inetFamily(family), filter)
-	if err != nil {
-		return int(n), fmt.Errorf("delete %s conntrack entries: %w", family, err)
+	var n, failed int
+	var firstErr error
+	err := dumpFlows(t.sock, family, func(f *netlink.ConntrackFlow, raw []byte) {
+		if !filter.MatchConntrackFlow(f) {
+			return
+		}
+		if err := deleteFlow(t.sock, family, raw); err != nil {
+			failed++
+			firstErr = cmpOr(firstErr, err)
+			return
+		}
+		n++
+	})
+	if failed > 0 {
+		err = errors.Join(err, fmt.Errorf("%d deletes failed, first: %w", failed, firstErr))
 	}
-	return int(n), nil
+	if err != nil {
+		return n, fmt.Errorf("delete %s conntrack entries: %w", family, err)
+	}
+	return n, nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // List returns the family's entries of the protocol (0 for all), for
-// diagnostics and tests. SCTP entries come without ports (netlink v1.3.1
-// parses ports of TCP and UDP only).
+// diagnostics and tests, with ports of SCTP entries too.
 func (t *NetlinkTable) List(family v1.IPFamily, proto uint8) ([]*netlink.ConntrackFlow, error) {
-	flows, err := t.h.ConntrackTableList(netlink.ConntrackTable, inetFamily(family))
-	if err != nil {
-		return nil, fmt.Errorf("list %s conntrack entries: %w", family, err)
-	}
-	if proto == 0 {
-		return flows, nil
-	}
-	out := flows[:0]
-	for _, f := range flows {
-		if f.Forward.Protocol == proto {
+	var out []*netlink.ConntrackFlow
+	err := dumpFlows(t.sock, family, func(f *netlink.ConntrackFlow, _ []byte) {
+		if proto == 0 || f.Forward.Protocol == proto {
 			out = append(out, f)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s conntrack entries: %w", family, err)
 	}
 	return out, nil
 }

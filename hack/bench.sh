@@ -9,7 +9,9 @@
 # BENCH_CHUNKS ("1000 4000 10000 20000"; empty skips the sweep),
 # BENCH_MEMORY (1), BENCH_GO (1; 0 skips the Go micro-benchmarks),
 # BENCH_GOTIME (-benchtime, 3x), BENCH_IPTABLES / BENCH_NFTABLES (1; 0 skips
-# that mode's harness), BENCH_NFT_CHANGES (50), BENCH_NFT_NEW (10). A small
+# that mode's harness), BENCH_NFT_CHANGES (50), BENCH_NFT_NEW (10),
+# BENCH_USERSPACE (1; 0 skips the userspace vs iptables connection
+# harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000). A small
 # CI-sized run:
 #   BENCH_SCALES=1000 BENCH_RUNS=1 BENCH_CHUNKS= BENCH_GO=0 hack/bench.sh
 set -euo pipefail
@@ -46,4 +48,10 @@ if [ "${BENCH_NFTABLES:-1}" != 0 ]; then
   $GO build -o "$tmp/bench-nftables" ./hack/bench/nftables
   "$tmp/bench-nftables" -scales "${BENCH_SCALES:-1000 10000}" -runs "${BENCH_RUNS:-3}" \
     -endpoints "${BENCH_ENDPOINTS:-10}" -changes "${BENCH_NFT_CHANGES:-50}" -new-services "${BENCH_NFT_NEW:-10}"
+fi
+# Userspace mode: short TCP connections through a userspace ClusterIP vs an
+# iptables-mode ClusterIP on the same node namespace (conn/s, p50, p99).
+if [ "${BENCH_USERSPACE:-1}" != 0 ]; then
+  $GO build -o "$tmp/bench-userspace" ./hack/bench/userspace
+  "$tmp/bench-userspace" -conns "${BENCH_USERSPACE_CONNS:-1000}" -runs "${BENCH_RUNS:-3}"
 fi

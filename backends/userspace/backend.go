@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sync"
@@ -32,6 +33,8 @@ type Backend struct {
 	// verifiedAt: when each family's rules were last checked (verify.go).
 	verifiedAt map[runner.Family]time.Time
 	flush      map[flushKey]struct{} // UDP proxy ports whose conntrack entries must go
+	skipped    skippedPorts          // SCTP service ports, logged once (skipped.go)
+	holds      nodePortHolds         // NodePort reservations (nodeports.go)
 	closed     bool
 }
 
@@ -58,6 +61,7 @@ func New(cfg Config) (*Backend, error) {
 		applied:    map[runner.Family][]byte{},
 		verifiedAt: map[runner.Family]time.Time{},
 		flush:      map[flushKey]struct{}{},
+		holds:      nodePortHolds{open: map[holdKey]io.Closer{}},
 	}, nil
 }
 
@@ -82,6 +86,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	if diff == nil {
 		diff = &proxier.Diff{Full: true}
 	}
+	b.noteSkippedLocked(st)
 	plans := map[v1.IPFamily][]servicePlan{}
 	specs := map[socketKey]socketSpec{}
 	for _, fam := range b.cfg.Families {
@@ -91,11 +96,13 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	if err := b.openLocked(specs); err != nil {
 		return proxier.SyncResult{}, err
 	}
+	b.reserveLocked(plans)
 	ports := b.portsLocked()
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
-			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam)}
+			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
+			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)}
 		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
 		if err != nil {
 			return proxier.SyncResult{}, err
@@ -155,13 +162,15 @@ func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
 
 func (b *Backend) open(key socketKey, proto v1.Protocol) (proxySocket, error) {
 	label := key.name.String()
-	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, pm: b.metrics.acquire(label)}
+	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets}
 	addr := netip.AddrPortFrom(b.cfg.listenIP(key.family), 0)
 	var s proxySocket
 	var err error
 	if proto == v1.ProtocolUDP {
-		s, err = newUDPProxy(base, addr, b.cfg.Clock, b.cfg.UDPIdleTimeout)
+		base.pm = b.metrics.acquireUDP(label)
+		s, err = newUDPProxy(base, addr, b.cfg.Clock, udpLimits{idle: b.cfg.UDPIdleTimeout, maxSessions: b.cfg.UDPMaxSessions})
 	} else {
+		base.pm = b.metrics.acquire(label)
 		s, err = newTCPProxy(base, addr, b.cfg.DialTimeout)
 	}
 	if err != nil {
@@ -258,6 +267,7 @@ func (b *Backend) Close() error {
 	}
 	clear(b.sockets)
 	b.draining = nil
+	b.releaseHoldsLocked()
 	return nil
 }
 

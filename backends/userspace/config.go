@@ -15,6 +15,12 @@ import (
 // DefaultUDPIdleTimeout is upstream kube-proxy's --udp-timeout default.
 const DefaultUDPIdleTimeout = 250 * time.Millisecond
 
+// DefaultUDPMaxSessions caps the UDP sessions of one proxy socket. Each
+// session holds a socket (a file descriptor) and a goroutine; 1024 is
+// well above what a DNS or syslog service sees from one node's clients
+// within an idle timeout, and well below the daemon's file limit.
+const DefaultUDPMaxSessions = 1024
+
 // DefaultDialTimeout bounds one connection attempt to an endpoint. It
 // covers the first SYN retransmission (1 s) and the second (3 s after the
 // first SYN), so a single slow endpoint is not given up too early.
@@ -34,6 +40,16 @@ type Config struct {
 	// destinations is treated as cluster traffic. The first prefix of each
 	// family is used.
 	ClusterCIDRs []netip.Prefix
+	// NodePortAddresses restricts NodePorts to the node's addresses
+	// inside these prefixes (--nodeport-addresses, "primary" already
+	// resolved), as in iptables mode: a family without prefixes of its
+	// own, or with a /0, serves NodePorts on every local address.
+	NodePortAddresses []netip.Prefix
+	// PortReserver holds every TCP and UDP NodePort on the addresses
+	// NodePorts are served on, so no local process can bind them
+	// (nodeports.go). nil reserves nothing (unit tests; the daemon sets
+	// HostPortReserver).
+	PortReserver PortReserver
 	// ListenIP is the address proxy sockets of its family bind to, and
 	// the DNAT target of the rules instead of REDIRECT. Unset (or
 	// unspecified) means 0.0.0.0 and :: with REDIRECT.
@@ -41,6 +57,13 @@ type Config struct {
 	// UDPIdleTimeout closes UDP sessions idle this long. 0 means
 	// DefaultUDPIdleTimeout.
 	UDPIdleTimeout time.Duration
+	// UDPMaxSessions caps the concurrent UDP sessions of each UDP proxy
+	// socket (one per service port, family and traffic kind: see
+	// doc.go). A datagram from a client without a session, arriving
+	// when the cap is reached, is dropped and counted in
+	// switchyard_userspace_udp_sessions_dropped_total. 0 means
+	// DefaultUDPMaxSessions; negative means no cap.
+	UDPMaxSessions int
 	// DialTimeout bounds each TCP connection attempt to an endpoint. 0
 	// means DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -81,6 +104,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.UDPIdleTimeout == 0 {
 		c.UDPIdleTimeout = DefaultUDPIdleTimeout
+	}
+	if c.UDPMaxSessions == 0 {
+		c.UDPMaxSessions = DefaultUDPMaxSessions
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout

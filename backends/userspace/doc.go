@@ -14,7 +14,12 @@
 // so the port gets a second socket for external traffic. Which sockets
 // exist depends only on the services, never on endpoints: an endpoint
 // change swaps the socket's balancer state and leaves the listener alone.
-// SCTP ports are not proxied.
+// SCTP ports are not proxied: Go's net package has no SCTP sockets (and
+// upstream's userspace proxier never proxied SCTP). They get no socket and
+// no rule; each SCTP service port is logged once, when a sync first sees
+// it (ns/name:port), the first sync that has any logs a warning about the
+// mode's limit, and switchyard_userspace_skipped_service_ports{protocol}
+// (a gauge: what the last sync skipped) counts them (skipped.go).
 //
 // # Rules
 //
@@ -44,6 +49,21 @@
 // full one, logged with what was found and counted in
 // switchyard_userspace_rules_repaired_total{family}. Proxy sockets stay
 // open throughout; established connections keep their conntrack NAT.
+//
+// # NodePorts
+//
+// With Config.NodePortAddresses (--nodeport-addresses, "primary" resolved
+// by the daemon) the NodePort rules, nat and filter, carry "-d PREFIX" per
+// prefix of the family, besides addrtype LOCAL, as in iptables mode; a
+// family without prefixes of its own, or with a /0, serves NodePorts on
+// every local address. Config.PortReserver (HostPortReserver in the
+// daemon) holds every TCP and UDP NodePort on the addresses it is served
+// on, as upstream's port holders did, with a socket bound without
+// SO_REUSEADDR and never listening, so no local process can bind the
+// port there and stray SYNs get a reset (nodeports.go). A port already
+// taken is logged when first found so, retried every sync, and counted in
+// switchyard_userspace_nodeports_unreserved{protocol}; it never fails the
+// sync. Holders close with their NodePort and on Close.
 //
 // Kubernetes semantics of the rules:
 //   - Cluster IPs reach the endpoints selected for internal traffic.
@@ -86,7 +106,13 @@
 // session (a connected socket to the endpoint) per client address:port,
 // closed after UDPIdleTimeout without traffic either way (default 250ms,
 // upstream's --udp-timeout), when the endpoint refuses (ICMP), or when
-// the endpoint is removed. Replies go out of the socket the client sent
+// the endpoint is removed. Each UDP proxy socket keeps at most
+// Config.UDPMaxSessions sessions (default 1024, --userspace-udp-max-sessions;
+// kube-proxy has no such cap): a datagram from a client without a session
+// that arrives at the cap is dropped, counted in
+// switchyard_userspace_udp_sessions_dropped_total{service_port}, and
+// reaching the cap is logged once until the count falls below it again.
+// Established sessions are never evicted for new ones. Replies go out of the socket the client sent
 // to, from the address the client sent to (IP_PKTINFO), so conntrack can
 // undo the REDIRECT/DNAT.
 //
@@ -95,8 +121,11 @@
 // switchyard_userspace_active_connections{service_port} (TCP connections
 // and UDP sessions), switchyard_userspace_bytes_total{service_port,
 // direction="to_endpoint"|"to_client"} and
-// switchyard_userspace_balancer_errors_total{reason} and
-// switchyard_userspace_rules_repaired_total{family}, registered on
+// switchyard_userspace_balancer_errors_total{reason},
+// switchyard_userspace_rules_repaired_total{family},
+// switchyard_userspace_udp_sessions_dropped_total{service_port} (UDP ports
+// only), switchyard_userspace_skipped_service_ports{protocol} and
+// switchyard_userspace_nodeports_unreserved{protocol}, registered on
 // Config.Registerer when it is set. Series of a removed service port are
 // deleted.
 //

@@ -144,7 +144,7 @@ func (tp *topology) serverCounts() []int {
 // newKernelBackend is the backend of the node namespace: real iptables
 // there (mode: runner.ModeNFT, runner.ModeLegacy or "" to detect),
 // sockets opened there.
-func (tp *topology) newKernelBackend(tb testing.TB, mode string) *Backend {
+func (tp *topology) newKernelBackend(tb testing.TB, mode string, mod ...func(*Config)) *Backend {
 	tb.Helper()
 	r, err := runner.New(runner.Options{Netns: tp.node, Mode: mode, WaitSeconds: kernelLockWait})
 	if err != nil {
@@ -160,10 +160,14 @@ func (tp *topology) newKernelBackend(tb testing.TB, mode string) *Backend {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(ct.Close)
-	b, err := New(Config{
+	cfg := Config{
 		Runner: r, Sockets: tp.nodeSockets, Families: []v1.IPFamily{v1.IPv4Protocol}, Conntrack: ct,
 		NodeIPs: []netip.Addr{netip.MustParseAddr(nsNodeIP)}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)},
-	})
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	b, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

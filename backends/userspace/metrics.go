@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 )
 
 // Values of the reason label of switchyard_userspace_balancer_errors_total.
@@ -42,6 +43,15 @@ type metrics struct {
 	// repairs counts syncs that found rules changed outside switchyard
 	// and restored them, per family.
 	repairs *prometheus.CounterVec
+	// skipped: service ports this mode does not serve, per protocol
+	// (skipped.go).
+	skipped *prometheus.GaugeVec
+	// udpDropped: datagrams from new UDP clients dropped because their
+	// proxy socket was at its session cap, per service port.
+	udpDropped *prometheus.CounterVec
+	// unreserved: NodePort holder sockets that could not be opened
+	// (nodeports.go), per protocol.
+	unreserved *prometheus.GaugeVec
 
 	mu   sync.Mutex
 	refs map[string]int
@@ -53,6 +63,15 @@ type portMetrics struct {
 	toEndpoint prometheus.Counter
 	toClient   prometheus.Counter
 	errors     *prometheus.CounterVec
+	udpDropped prometheus.Counter // UDP ports only; nil for TCP
+}
+
+// acquireUDP is acquire for a UDP service port, whose series include
+// the session cap's drops.
+func (m *metrics) acquireUDP(servicePort string) *portMetrics {
+	pm := m.acquire(servicePort)
+	pm.udpDropped = m.udpDropped.WithLabelValues(servicePort)
+	return pm
 }
 
 func (pm *portMetrics) fail(reason string) { pm.errors.WithLabelValues(reason).Inc() }
@@ -75,7 +94,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "switchyard", Subsystem: "userspace", Name: "rules_repaired_total",
 			Help: "Syncs that found the userspace proxy's iptables rules changed or removed outside switchyard and restored them, per IP family (ipv4, ipv6).",
 		}, []string{"family"}),
+		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "switchyard", Subsystem: "userspace", Name: "skipped_service_ports",
+			Help: "Service ports the userspace proxy does not serve (SCTP), per protocol, as of the last sync.",
+		}, []string{"protocol"}),
+		udpDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Subsystem: "userspace", Name: "udp_sessions_dropped_total",
+			Help: "Datagrams from new UDP clients the userspace proxy dropped because the proxy socket already had its maximum number of sessions, per service port.",
+		}, []string{"service_port"}),
+		unreserved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "switchyard", Subsystem: "userspace", Name: "nodeports_unreserved",
+			Help: "NodePort address:port pairs the userspace proxy could not reserve (another socket holds the port), per protocol, as of the last sync.",
+		}, []string{"protocol"}),
 		refs: map[string]int{},
+	}
+	m.skipped.WithLabelValues(string(v1.ProtocolSCTP))
+	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP} {
+		m.unreserved.WithLabelValues(string(p))
 	}
 	for _, r := range reasons() {
 		m.errors.WithLabelValues(r)
@@ -84,7 +119,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var done []prometheus.Collector
-	for _, c := range []prometheus.Collector{m.active, m.bytes, m.errors, m.repairs} {
+	for _, c := range []prometheus.Collector{m.active, m.bytes, m.errors, m.repairs, m.skipped, m.udpDropped, m.unreserved} {
 		if err := reg.Register(c); err != nil {
 			for _, d := range done {
 				reg.Unregister(d)
@@ -121,4 +156,5 @@ func (m *metrics) release(servicePort string) {
 	m.active.DeleteLabelValues(servicePort)
 	m.bytes.DeleteLabelValues(servicePort, DirectionToEndpoint)
 	m.bytes.DeleteLabelValues(servicePort, DirectionToClient)
+	m.udpDropped.DeleteLabelValues(servicePort)
 }

@@ -21,6 +21,9 @@ type renderConfig struct {
 	hostIP netip.Addr
 	// clusterCIDR tells pod traffic apart; invalid when unknown.
 	clusterCIDR netip.Prefix
+	// nodePortPrefixes restrict NodePorts (--nodeport-addresses); nil
+	// means every local address.
+	nodePortPrefixes []netip.Prefix
 }
 
 // dest is one way of addressing a service port.
@@ -29,6 +32,7 @@ type dest struct {
 	port   uint16         // service port or NodePort
 	what   string         // for comments: "cluster IP", "nodePort", ...
 	ranges []netip.Prefix // allowed sources (loadBalancerSourceRanges); nil: any
+	within netip.Prefix   // NodePort: local addresses in this prefix only; invalid: any
 }
 
 // ruleSet collects one family's rules, chain by chain. Rendering is pure.
@@ -61,7 +65,9 @@ func (rs *ruleSet) service(p *servicePlan) {
 		rs.externalDest(p, dest{addr: ip, port: sp.Port, what: "loadbalancer IP", ranges: ranges})
 	}
 	if sp.NodePort != 0 {
-		rs.externalDest(p, dest{port: sp.NodePort, what: "nodePort"})
+		for _, within := range nodePortScopes(rs.rc.nodePortPrefixes) {
+			rs.externalDest(p, dest{port: sp.NodePort, what: "nodePort", within: within})
+		}
 	}
 }
 
@@ -154,6 +160,9 @@ func (rs *ruleSet) match(p *servicePlan, d dest, src netip.Prefix, note string, 
 	}
 	if d.addr.IsValid() {
 		a = append(a, "-d", netip.PrefixFrom(d.addr, d.addr.BitLen()).String())
+	}
+	if d.within.IsValid() {
+		a = append(a, "-d", d.within.String())
 	}
 	proto := strings.ToLower(string(p.sp.Protocol))
 	comment := p.sp.Name.String() + " " + d.what

@@ -25,6 +25,7 @@ type udpProxy struct {
 	v4    bool
 	clock clock.WithTicker
 	idle  time.Duration
+	max   int // sessions; negative: no cap
 	tick  clock.Ticker
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -32,6 +33,13 @@ type udpProxy struct {
 	mu       sync.Mutex
 	sessions map[netip.AddrPort]*udpSession
 	closed   bool
+	atCap    bool // the cap was reached; logged once until it is left
+}
+
+// udpLimits bound a UDP proxy socket's sessions.
+type udpLimits struct {
+	idle        time.Duration // a session idle this long ends
+	maxSessions int           // concurrent sessions; negative: no cap
 }
 
 // udpSession is one client's flow to its endpoint.
@@ -47,7 +55,8 @@ func (s *udpSession) touch(clk clock.PassiveClock) { s.lastSeen.Store(clk.Now().
 
 var _ proxySocket = (*udpProxy)(nil)
 
-func newUDPProxy(base proxyBase, addr netip.AddrPort, clk clock.WithTicker, idle time.Duration) (*udpProxy, error) {
+func newUDPProxy(base proxyBase, addr netip.AddrPort, clk clock.WithTicker, lim udpLimits) (*udpProxy, error) {
+	idle := lim.idle
 	conn, err := base.sockets.ListenUDP(addr)
 	if err != nil {
 		return nil, err
@@ -57,7 +66,7 @@ func newUDPProxy(base proxyBase, addr netip.AddrPort, clk clock.WithTicker, idle
 		conn.Close()
 		return nil, err
 	}
-	p := &udpProxy{proxyBase: base, conn: conn, v4: v4, clock: clk, idle: idle,
+	p := &udpProxy{proxyBase: base, conn: conn, v4: v4, clock: clk, idle: idle, max: lim.maxSessions,
 		stop: make(chan struct{}), sessions: map[netip.AddrPort]*udpSession{}}
 	// The ticker exists before New returns, so a fake clock stepped right
 	// after a sync expires sessions.
@@ -124,6 +133,10 @@ func (p *udpProxy) forward(pkt, oob []byte, client netip.AddrPort) {
 }
 
 func (p *udpProxy) newSession(client netip.AddrPort, local netip.Addr) *udpSession {
+	if p.full() {
+		p.pm.udpDropped.Inc()
+		return nil
+	}
 	ep, ok := p.bal.pick(client.Addr(), nil)
 	if !ok {
 		p.pm.fail(ReasonNoEndpoints)
@@ -147,6 +160,25 @@ func (p *udpProxy) newSession(client netip.AddrPort, local netip.Addr) *udpSessi
 		return nil
 	}
 	return s
+}
+
+// full reports whether the socket has its maximum number of sessions,
+// logging when it reaches the cap (once until it drops below again).
+// Only serve starts sessions, so the count cannot grow between this check
+// and register.
+func (p *udpProxy) full() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.max < 0 || len(p.sessions) < p.max {
+		p.atCap = false
+		return false
+	}
+	if !p.atCap {
+		p.atCap = true
+		klog.InfoS("UDP proxy socket reached its session cap; datagrams from new clients are dropped",
+			"servicePort", p.label, "maxSessions", p.max)
+	}
+	return true
 }
 
 func (p *udpProxy) register(s *udpSession) bool {

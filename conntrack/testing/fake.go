@@ -174,7 +174,7 @@ func flowOf(e Entry) *netlink.ConntrackFlow {
 
 func ipTuple(proto uint8, src, dst netip.AddrPort) netlink.IPTuple {
 	t := netlink.IPTuple{Protocol: proto, SrcIP: ipOf(src.Addr()), DstIP: ipOf(dst.Addr())}
-	if proto == TCP || proto == UDP {
+	if proto == TCP || proto == UDP || proto == SCTP {
 		t.SrcPort, t.DstPort = src.Port(), dst.Port()
 	}
 	return t

@@ -63,17 +63,20 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 }
 
 // newUserspaceBackend proxies in the daemon itself. Its conntrack table
-// lets it clear UDP entries that would keep clients on a closed socket.
+// lets it clear UDP entries that would keep clients on a closed socket;
+// its port reserver holds the NodePorts (not for --cleanup).
 func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Backend, error) {
 	r, err := runner.New(runner.Options{})
 	if err != nil {
 		return nil, err
 	}
 	cfg := userspace.Config{
-		Runner:         r,
-		Families:       families(o),
-		ClusterCIDRs:   o.ClusterCIDRs,
-		UDPIdleTimeout: o.UDPIdleTimeout,
+		Runner:            r,
+		Families:          families(o),
+		ClusterCIDRs:      o.ClusterCIDRs,
+		NodePortAddresses: o.NodePortAddresses,
+		UDPIdleTimeout:    o.UDPIdleTimeout,
+		UDPMaxSessions:    udpMaxSessions(o.UDPMaxSessions),
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: o.IPTables.SyncPeriod,
@@ -85,8 +88,19 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 		}
 		cfg.Conntrack = table
+		// Hold the NodePorts, as upstream's userspace proxier did.
+		cfg.PortReserver = userspace.HostPortReserver{}
 	}
 	return userspace.New(cfg)
+}
+
+// udpMaxSessions maps the flag (0: no cap) to userspace.Config (0:
+// default, negative: no cap).
+func udpMaxSessions(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // newNFTablesBackend programs nf_tables over netlink in this network

@@ -74,6 +74,7 @@ func defaultOptions() *Options {
 		IPTables:       IPTablesOptions{SyncPeriod: 30 * time.Second},
 		IPVS:           IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
 		UDPIdleTimeout: 250 * time.Millisecond,
+		UDPMaxSessions: 1024,
 	}
 }
 
@@ -135,6 +136,7 @@ func fullFileOptions(path string) *Options {
 			StrictARP: true,
 		},
 		UDPIdleTimeout:  2 * time.Second,
+		UDPMaxSessions:  1024, // flag only: no file field
 		EnableProfiling: true,
 	}
 }
@@ -186,7 +188,7 @@ func TestCommandOptions(t *testing.T) {
 			"--iptables-sync-period=2m", "--iptables-min-sync-period=0s",
 			"--ipvs-scheduler=mh", "--ipvs-sync-period=10s", "--ipvs-min-sync-period=10s",
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
-			"--ipvs-strict-arp", "--udp-timeout=1s", "--profiling",
+			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-udp-max-sessions=0", "--profiling",
 		}, func() *Options {
 			return &Options{
 				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
@@ -199,7 +201,7 @@ func TestCommandOptions(t *testing.T) {
 				IPTables: IPTablesOptions{SyncPeriod: 2 * time.Minute},
 				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
 					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
-				UDPIdleTimeout: time.Second, EnableProfiling: true,
+				UDPIdleTimeout: time.Second, UDPMaxSessions: 0, EnableProfiling: true,
 			}
 		}},
 	}
@@ -311,6 +313,7 @@ func TestCommandInvalid(t *testing.T) {
 		{"ipvs timeout negative", []string{"--ipvs-tcp-timeout=-1s", "--ipvs-tcpfin-timeout=-2s", "--ipvs-udp-timeout=-3s"}, []string{
 			`invalid --ipvs-tcp-timeout "-1s"`, `invalid --ipvs-tcpfin-timeout "-2s"`, `invalid --ipvs-udp-timeout "-3s"`}},
 		{"udp timeout zero", []string{"--udp-timeout=0s"}, []string{`invalid --udp-timeout "0s": must be greater than 0`}},
+		{"udp sessions negative", []string{"--userspace-udp-max-sessions=-1"}, []string{`invalid --userspace-udp-max-sessions "-1": must not be negative`}},
 		{"config sync zero", []string{"--config-sync-period=0s"}, []string{`invalid --config-sync-period "0s"`}},
 		{"min above max flags", []string{"--iptables-min-sync-period=40s"}, []string{`invalid --iptables-min-sync-period "40s": must not exceed --iptables-sync-period (30s)`}},
 		{"min above max file and flag", append(file("ipvs:\n  minSyncPeriod: 1m\n"), "--ipvs-sync-period=10s"), []string{`invalid ipvs.minSyncPeriod "1m0s": must not exceed --ipvs-sync-period (10s)`}},
@@ -430,9 +433,9 @@ func TestCommandHelpListsEveryFlag(t *testing.T) {
 		"--nodeport-addresses strings", "--metrics-bind-address", "--healthz-bind-address", "--cleanup",
 		"--config string", "-v, --v Level", "--vmodule", "--service-proxy-name", "--udp-timeout",
 		"--kube-api-qps", "--kube-api-burst", "--kube-api-content-type", "--config-sync-period",
-		"--version", "-h, --help",
+		"--version", "-h, --help", "--userspace-udp-max-sessions int",
 		`(default "iptables")`, `(default "127.0.0.1:10249")`, `(default "0.0.0.0:10256")`,
-		`(default "rr")`, "(default 30s)", "(default 14)", "(default 250ms)",
+		`(default "rr")`, "(default 30s)", "(default 14)", "(default 250ms)", "(default 1024)",
 		"Unset, syncs are paced by their cost",
 	}
 	for _, w := range want {

@@ -46,6 +46,7 @@ type rawConfig struct {
 	IPVSUDPTimeout        time.Duration
 	IPVSStrictARP         bool
 	UDPIdleTimeout        time.Duration
+	UserspaceUDPSessions  int
 	EnableProfiling       bool
 
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
@@ -69,7 +70,9 @@ func defaultRawConfig() *rawConfig {
 		IPVSScheduler:      "rr",
 		IPVSSyncPeriod:     30 * time.Second,
 		UDPIdleTimeout:     250 * time.Millisecond,
-		fromFile:           map[string]bool{},
+		// userspace.DefaultUDPMaxSessions; kube-proxy has no such cap.
+		UserspaceUDPSessions: 1024,
+		fromFile:             map[string]bool{},
 	}
 }
 
@@ -108,6 +111,7 @@ func settings() []setting {
 		{"ipvs-udp-timeout", "ipvs.udpTimeout", "IPVSUDPTimeout"},
 		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
+		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
 	}
 }
@@ -142,6 +146,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")
 	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
+	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 }
 

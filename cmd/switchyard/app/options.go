@@ -68,6 +68,9 @@ type Options struct {
 	// UDPIdleTimeout is how long the userspace proxy keeps an idle UDP
 	// session.
 	UDPIdleTimeout time.Duration
+	// UDPMaxSessions caps each userspace UDP proxy socket's sessions
+	// (--userspace-udp-max-sessions); 0 means no cap.
+	UDPMaxSessions int
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
 }

@@ -57,10 +57,14 @@ func (r *rawConfig) options() (*Options, error) {
 			StrictARP: r.IPVSStrictARP,
 		},
 		UDPIdleTimeout:  r.UDPIdleTimeout,
+		UDPMaxSessions:  r.UserspaceUDPSessions,
 		EnableProfiling: r.EnableProfiling,
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()
+	if r.UserspaceUDPSessions < 0 {
+		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
+	}
 	if r.KubeAPIBurst < 0 {
 		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
 	}

@@ -1,0 +1,252 @@
+package userspace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// NodePort reservation. The rules send NodePort traffic to the proxy
+// sockets, but nothing stops a local process from binding the NodePort
+// itself: it would then serve the node's own connections the rules do
+// not catch, and confuse operators. Upstream kube-proxy held every
+// NodePort with an open socket ("port holders") for this reason, logging
+// and skipping ports already taken; so does this backend.
+//
+// A holder is a TCP or UDP socket bound, without SO_REUSEADDR and without
+// listen(), to the NodePort on each address NodePorts are served on: the
+// wildcard address of the family, or, with --nodeport-addresses, each
+// local address inside the prefixes. Any other bind of that port there
+// then fails with EADDRINUSE (Linux's bind conflict check), and as it
+// never listens it accepts nothing: a TCP SYN that escapes the rules is
+// answered with a reset, not queued. SCTP is not proxied, so its NodePorts
+// are not held.
+
+// PortReserver opens NodePort holders and lists the addresses they go on.
+// HostPortReserver and NetnsSockets implement it.
+type PortReserver interface {
+	// Reserve binds a socket of proto (TCP or UDP) to addr and keeps it
+	// bound until closed. A port already bound there fails with an error
+	// wrapping syscall.EADDRINUSE.
+	Reserve(proto v1.Protocol, addr netip.AddrPort) (io.Closer, error)
+	// LocalAddrs lists the addresses of the namespace's interfaces.
+	LocalAddrs() ([]netip.Addr, error)
+}
+
+// HostPortReserver reserves ports in the calling process's namespace.
+type HostPortReserver struct{}
+
+var _ PortReserver = HostPortReserver{}
+
+// Reserve implements PortReserver.
+func (HostPortReserver) Reserve(proto v1.Protocol, addr netip.AddrPort) (io.Closer, error) {
+	addr = unmapAddrPort(addr)
+	domain, typ := unix.AF_INET, unix.SOCK_STREAM
+	if addr.Addr().Is6() {
+		domain = unix.AF_INET6
+	}
+	if proto == v1.ProtocolUDP {
+		typ = unix.SOCK_DGRAM
+	} else if proto != v1.ProtocolTCP {
+		return nil, fmt.Errorf("reserve %s %s: protocol not supported", proto, addr)
+	}
+	fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reserve %s %s: %w", proto, addr, err)
+	}
+	if err := bindHolder(fd, addr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("reserve %s %s: %w", proto, addr, err)
+	}
+	return os.NewFile(uintptr(fd), "nodeport-holder "+addr.String()), nil
+}
+
+// bindHolder binds fd to addr; an IPv6 holder covers IPv6 only (the IPv4
+// one is the IPv4 family's business).
+func bindHolder(fd int, addr netip.AddrPort) error {
+	if addr.Addr().Is4() {
+		return unix.Bind(fd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+		return err
+	}
+	sa := &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	if z := addr.Addr().Zone(); z != "" {
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			sa.ZoneId = uint32(ifi.Index)
+		}
+	}
+	return unix.Bind(fd, sa)
+}
+
+// LocalAddrs implements PortReserver.
+func (HostPortReserver) LocalAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list local addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out, nil
+}
+
+// Reserve implements PortReserver inside the namespace.
+func (s *NetnsSockets) Reserve(proto v1.Protocol, addr netip.AddrPort) (io.Closer, error) {
+	var c io.Closer
+	err := s.do(func() (err error) { c, err = HostPortReserver{}.Reserve(proto, addr); return err })
+	return c, err
+}
+
+// LocalAddrs implements PortReserver inside the namespace.
+func (s *NetnsSockets) LocalAddrs() ([]netip.Addr, error) {
+	var out []netip.Addr
+	err := s.do(func() (err error) { out, err = HostPortReserver{}.LocalAddrs(); return err })
+	return out, err
+}
+
+// holdKey is one NodePort holder.
+type holdKey struct {
+	proto v1.Protocol
+	addr  netip.AddrPort
+}
+
+// nodePortHolds are the open holders and the ones that failed.
+type nodePortHolds struct {
+	open    map[holdKey]io.Closer
+	failing map[holdKey]struct{} // logged once; retried every sync
+}
+
+// nodePortAddrs returns where one family's NodePorts are held: the
+// family's wildcard address without --nodeport-addresses prefixes of the
+// family, else the local addresses inside them (sorted).
+func nodePortAddrs(prefixes []netip.Prefix, fam v1.IPFamily, local []netip.Addr) []netip.Addr {
+	if len(prefixes) == 0 {
+		if fam == v1.IPv6Protocol {
+			return []netip.Addr{netip.IPv6Unspecified()}
+		}
+		return []netip.Addr{netip.IPv4Unspecified()}
+	}
+	var out []netip.Addr
+	for _, a := range local {
+		a = a.Unmap()
+		if familyOf(a) == fam && slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// wantedHolds lists the holders the plans need. It lists local addresses
+// only when some family is restricted by --nodeport-addresses.
+func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan) (map[holdKey]struct{}, error) {
+	want := map[holdKey]struct{}{}
+	var local []netip.Addr
+	for _, fam := range b.cfg.Families {
+		prefixes := proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)
+		if len(prefixes) > 0 && local == nil {
+			var err error
+			if local, err = b.cfg.PortReserver.LocalAddrs(); err != nil {
+				return nil, err
+			}
+		}
+		addrs := nodePortAddrs(prefixes, fam, local)
+		for _, p := range plans[fam] {
+			if p.sp.NodePort == 0 {
+				continue
+			}
+			for _, a := range addrs {
+				want[holdKey{proto: p.sp.Protocol, addr: netip.AddrPortFrom(a, p.sp.NodePort)}] = struct{}{}
+			}
+		}
+	}
+	return want, nil
+}
+
+// reserveLocked opens the missing holders and closes the unneeded ones. A
+// port another socket holds is logged when first found taken, retried by
+// every sync, and counted in switchyard_userspace_nodeports_unreserved;
+// it never fails the sync (NodePort traffic is still redirected).
+func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan) {
+	if b.cfg.PortReserver == nil {
+		return
+	}
+	want, err := b.wantedHolds(plans)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list local addresses; NodePort reservations left as they are")
+		return
+	}
+	h := &b.holds
+	for k, c := range h.open {
+		if _, ok := want[k]; !ok {
+			c.Close()
+			delete(h.open, k)
+		}
+	}
+	failing := map[holdKey]struct{}{}
+	for k := range want {
+		if _, ok := h.open[k]; ok {
+			continue
+		}
+		c, err := b.cfg.PortReserver.Reserve(k.proto, k.addr)
+		if err == nil {
+			h.open[k] = c
+			if _, was := h.failing[k]; was {
+				klog.InfoS("NodePort reserved after all", "protocol", k.proto, "address", k.addr)
+			}
+			continue
+		}
+		failing[k] = struct{}{}
+		if _, was := h.failing[k]; !was {
+			klog.ErrorS(err, "Cannot reserve NodePort; another socket holds it, NodePort traffic is still proxied",
+				"protocol", k.proto, "address", k.addr, "inUse", errors.Is(err, syscall.EADDRINUSE))
+		}
+	}
+	h.failing = failing
+	b.countUnreserved()
+}
+
+func (b *Backend) countUnreserved() {
+	counts := map[v1.Protocol]int{}
+	for k := range b.holds.failing {
+		counts[k.proto]++
+	}
+	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP} {
+		b.metrics.unreserved.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}
+
+// releaseHoldsLocked closes every holder (Close).
+func (b *Backend) releaseHoldsLocked() {
+	for k, c := range b.holds.open {
+		c.Close()
+		delete(b.holds.open, k)
+	}
+	clear(b.holds.failing)
+}
+
+// nodePortScopes is what NodePort rules are rendered for: one rule set
+// per --nodeport-addresses prefix (each also matching addrtype LOCAL, so
+// address changes need no resync, as in iptables mode), or one
+// unrestricted (invalid prefix) without prefixes.
+func nodePortScopes(prefixes []netip.Prefix) []netip.Prefix {
+	if len(prefixes) == 0 {
+		return []netip.Prefix{{}}
+	}
+	return prefixes
+}
