@@ -43,6 +43,8 @@ type familySync struct {
 	// verifiedAt is when the top-level chains were last verified or
 	// rewritten (see verifyPolicy).
 	verifiedAt time.Time
+	// fp tells whether anyone else wrote since the last sync.
+	fp fingerprintState
 }
 
 func newFamilySync(fam runner.Family, fc *familyConfig) *familySync {
@@ -103,6 +105,12 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 		// iptables each check reads a whole table (1.5 s per sync at 10k
 		// services), and a tampered table is still repaired within one
 		// sync period.
+		return false, ""
+	}
+	if f.fp.untouched {
+		// Nobody wrote since our last sync: the canaries and chains are
+		// as we left them (see fingerprint.go).
+		f.verifiedAt = b.verify.clock.Now()
 		return false, ""
 	}
 	for _, t := range allTables() {

@@ -62,6 +62,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	var res proxier.SyncResult
 	written := make([]map[table]int, len(b.families))
 	var errs []error
+	b.checkFingerprints(ctx)
 	for i, f := range b.families {
 		out, err := f.sync(ctx, b, state, diff)
 		res.Full = res.Full || out.full
@@ -71,8 +72,12 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		for _, f := range b.families {
+			f.fp.valid = false
+		}
 		return res, err
 	}
+	b.recordFingerprints(ctx)
 	b.reportRules(written)
 	return res, nil
 }

@@ -60,8 +60,11 @@ func (p verifyPolicy) due(diff *proxier.Diff, last time.Time) bool {
 	return diff.Verify || p.clock.Since(last) >= p.interval
 }
 
-// verifyReason lists the family's top-level chains and returns why a full
-// sync is needed, or "" when they hold what was written. A chain that
+// verifyReason checks the family's chains and returns why a full sync is
+// needed, or "" when they hold what was written. Nothing is read while
+// the kernel's fingerprint shows no other writer since the last sync (see
+// fingerprint.go); otherwise the top-level chains, the jumps from the
+// built-in chains and every service chain are compared. A chain that
 // cannot be listed (lock held, runner without ChainLister) is not a
 // reason: a full sync would fail the same way.
 func (f *familySync) verifyReason(ctx context.Context, b *Backend, diff *proxier.Diff) string {
@@ -69,13 +72,18 @@ func (f *familySync) verifyReason(ctx context.Context, b *Backend, diff *proxier
 	if !ok || !b.verify.due(diff, f.verifiedAt) {
 		return ""
 	}
+	f.verifiedAt = b.verify.clock.Now()
+	saved := &savedTables{r: b.runner, saved: map[string][]byte{}}
 	if b.runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables reads the whole table for every -S: one save
 		// per table is cheaper than a dozen listings.
-		lister = &savedTables{r: b.runner, saved: map[string][]byte{}}
+		lister = saved
 	}
-	f.verifiedAt = b.verify.clock.Now()
-	for _, check := range []func(context.Context, runner.ChainLister) (string, error){f.verifyOwned, f.verifyJumps} {
+	checks := []func(context.Context, runner.ChainLister) (string, error){f.verifyOwned, f.verifyJumps,
+		func(ctx context.Context, l runner.ChainLister) (string, error) {
+			return f.verifyServiceChains(ctx, l, saved)
+		}}
+	for _, check := range checks {
 		reason, err := check(ctx, lister)
 		if err != nil {
 			klog.V(2).InfoS("Cannot verify iptables chains; will retry", "family", f.fam, "err", err)
@@ -151,14 +159,23 @@ type savedTables struct {
 	saved map[string][]byte
 }
 
-func (s *savedTables) ListChain(ctx context.Context, fam runner.Family, table, chain string) ([]string, bool, error) {
+// table returns the saved table, saving it on first use.
+func (s *savedTables) table(ctx context.Context, fam runner.Family, table string) ([]byte, error) {
 	data, ok := s.saved[table]
 	if !ok {
 		var err error
 		if data, err = s.r.SaveTable(ctx, fam, table); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		s.saved[table] = data
+	}
+	return data, nil
+}
+
+func (s *savedTables) ListChain(ctx context.Context, fam runner.Family, table, chain string) ([]string, bool, error) {
+	data, err := s.table(ctx, fam, table)
+	if err != nil {
+		return nil, false, err
 	}
 	if !slices.Contains(chainsInSave(data), chain) {
 		return nil, false, nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ const verifyServicesEnv = "SWITCHYARD_VERIFY_SERVICES"
 
 // TestVerifyKernel measures what verification costs on a real table and
 // proves it heals real operator mistakes: after `iptables -t nat -F
-// KUBE-SERVICES` or `iptables -t nat -F`, the next periodic sync is full and
-// restores every rule.
+// KUBE-SVC-...` (one service, its KUBE-SERVICES rule kept), `-F
+// KUBE-SERVICES` or `iptables -t nat -F`, the next periodic sync is full
+// and restores every rule.
 func TestVerifyKernel(t *testing.T) {
 	kerneltest.Require(t)
 	n := 1000
@@ -44,7 +46,9 @@ func TestVerifyKernel(t *testing.T) {
 			}
 			t.Logf("%s: periodic sync with verification (%d services): %v", mode, n, time.Since(start).Round(time.Millisecond))
 			want := countRules(t, b, "nat", chainServices)
-			for _, tamper := range [][]string{{"-t", "nat", "-F", chainServices}, {"-t", "nat", "-F"}} {
+			svcChain := firstServiceChain(t, b)
+			wantSvc := countRules(t, b, "nat", svcChain)
+			for _, tamper := range [][]string{{"-t", "nat", "-F", svcChain}, {"-t", "nat", "-F", chainServices}, {"-t", "nat", "-F"}} {
 				nsRun(t, ns, append([]string{iptablesBin(mode, runner.IPv4, "")}, tamper...)...)
 				start = time.Now()
 				if res := mustSync(t, b, st, periodicDiff()); !res.Full {
@@ -54,9 +58,29 @@ func TestVerifyKernel(t *testing.T) {
 				if got := countRules(t, b, "nat", chainServices); got != want {
 					t.Errorf("after iptables %v: KUBE-SERVICES holds %d rules, want %d", tamper, got, want)
 				}
+				if got := countRules(t, b, "nat", svcChain); got != wantSvc {
+					t.Errorf("after iptables %v: %s holds %d rules, want %d", tamper, svcChain, got, wantSvc)
+				}
 			}
 		})
 	}
+}
+
+// firstServiceChain is the KUBE-SVC chain the first KUBE-SERVICES rule
+// jumps to.
+func firstServiceChain(t *testing.T, b *Backend) string {
+	t.Helper()
+	rules, _, err := b.runner.(runner.ChainLister).ListChain(context.Background(), runner.IPv4, "nat", chainServices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if _, target, ok := strings.Cut(r, " -j "); ok && strings.HasPrefix(target, prefixClusterPolicy) {
+			return target
+		}
+	}
+	t.Fatalf("no KUBE-SVC jump in KUBE-SERVICES: %v", rules)
+	return ""
 }
 
 func countRules(t *testing.T, b *Backend, table, chain string) int {

@@ -95,6 +95,11 @@ func TestVerifyRestoresTamperedRules(t *testing.T) {
 		{"one service's rule and KUBE-SVC chain deleted", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
 			deleteServiceByHand(t, f, names[0])
 		}},
+		{"one service's KUBE-SVC chain flushed, its KUBE-SERVICES rule kept", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
+			if err := f.FlushChain(runner.IPv4, "nat", chainsFor(names[0]).cluster); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"iptables -t nat -F", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", false) }},
 		{"iptables -F (filter)", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
 			wipeTable(t, f, "filter", false)
