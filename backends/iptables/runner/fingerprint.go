@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -127,13 +126,9 @@ func legacyTableSizes(fam Family, tables ...string) (uint64, error) {
 	defer unix.Close(fd)
 	h := fnv.New64a()
 	for _, t := range tables {
-		var info iptGetinfo
-		copy(info.Name[:], t)
-		size := uint32(unsafe.Sizeof(info))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), iptSoGetInfo,
-			uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
-		if errno != 0 {
-			return 0, fmt.Errorf("IPT_SO_GET_INFO %s: %w", t, errno)
+		info, err := legacyTableInfo(fd, level, t)
+		if err != nil {
+			return 0, err
 		}
 		_ = binary.Write(h, binary.LittleEndian, [2]uint32{info.NumEntries, info.Size})
 	}
