@@ -48,7 +48,7 @@ func (f *familySync) verifyByCounts(ctx context.Context, b *Backend) (reason str
 	if legacy {
 		reason, damaged, err = f.verifyCountsReason(ctx, rc)
 	} else {
-		reason, damaged, err = f.verifyNFT(ctx, b, ur)
+		reason, damaged, err = f.verifyNFT(ctx, ur)
 	}
 	if err != nil {
 		klog.V(2).InfoS("Cannot verify iptables chains; will retry", "family", f.fam, "err", err)
@@ -68,24 +68,50 @@ func (f *familySync) verifyByCounts(ctx context.Context, b *Backend) (reason str
 	return "", true
 }
 
-// verifyNFT checks the canaries and the jumps from the built-in chains
-// (one small listing each), then every chain by its use count.
-func (f *familySync) verifyNFT(ctx context.Context, b *Backend, ur runner.ChainUseReader) (string, []chainKey, error) {
+// verifyNFT checks the family on iptables-nft with netlink reads only:
+// one dump of the family's chains holds the canaries and every chain's
+// use count, the built-in chains' rules give the jumps.
+func (f *familySync) verifyNFT(ctx context.Context, ur runner.ChainUseReader) (string, []chainKey, error) {
+	all, err := ur.ChainUses(ctx, f.fam)
+	if err != nil {
+		return "", nil, err
+	}
+	uses := map[table]map[string]int{}
 	for _, t := range allTables() {
-		ok, err := b.runner.ChainExists(f.fam, string(t), chainCanary)
-		if err != nil {
-			return "", nil, err
-		}
-		if !ok {
+		if _, ok := all[string(t)][chainCanary]; !ok {
 			return "canary chain " + string(t) + "/" + chainCanary + " gone", nil, nil
 		}
+		uses[t] = all[string(t)]
 	}
-	if lister, ok := b.runner.(runner.ChainLister); ok {
-		if reason, err := f.verifyJumps(ctx, lister); reason != "" || err != nil {
-			return reason, nil, err
+	if reason, err := f.verifyNFTJumps(ctx, ur); reason != "" || err != nil {
+		return reason, nil, err
+	}
+	return f.verifyUses(ctx, ur, uses)
+}
+
+// verifyNFTJumps checks that the built-in chains still jump to ours.
+func (f *familySync) verifyNFTJumps(ctx context.Context, ur runner.ChainUseReader) (string, error) {
+	jumps := jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4)
+	from := map[table][]string{}
+	for _, j := range jumps {
+		if !slices.Contains(from[j.table], j.from) {
+			from[j.table] = append(from[j.table], j.from)
 		}
 	}
-	return f.verifyUses(ctx, ur)
+	counts := map[table]*runner.TableCounts{}
+	for t, chains := range from {
+		c, err := ur.CountChainRules(ctx, f.fam, string(t), chains)
+		if err != nil {
+			return "", err
+		}
+		counts[t] = c
+	}
+	for _, j := range jumps {
+		if !slices.Contains(counts[j.table].Jumps[j.from], j.to) {
+			return fmt.Sprintf("the jump %s/%s -> %s is gone", j.table, j.from, j.to), nil
+		}
+	}
+	return "", nil
 }
 
 // planRepair returns the repair of the changed chains, or why a full sync

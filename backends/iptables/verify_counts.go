@@ -33,7 +33,9 @@ import (
 // maxSuspects bounds the chains whose rules an nft verification counts
 // although they had a known inbound count (~25 us each): more than that
 // means a table was flushed wholesale, which a full sync repairs anyway.
-const maxSuspects = 4096
+// A flushed KUBE-SERVICES makes every KUBE-SVC chain a suspect (it lost a
+// jump): 10k services stay under the bound and get a partial repair.
+const maxSuspects = 16384
 
 // verifyCountsReason checks the family with one read per table on
 // legacy iptables: canaries, jumps from the built-in chains, and the rule
@@ -77,16 +79,13 @@ func verifiedByCount(k chainKey, c installedChain) bool {
 }
 
 // verifyUses finds, on iptables-nft, the nat and filter chains that
-// changed: one chain dump per table, then a rule count of the suspects.
-// It returns a reason for a full sync instead when a table changed
-// wholesale.
-func (f *familySync) verifyUses(ctx context.Context, r runner.ChainUseReader) (string, []chainKey, error) {
+// changed from their chains' use counts, then a rule count of the
+// suspects. It returns a reason for a full sync instead when a table
+// changed wholesale.
+func (f *familySync) verifyUses(ctx context.Context, r runner.ChainUseReader, tableUses map[table]map[string]int) (string, []chainKey, error) {
 	var damaged []chainKey
 	for _, t := range []table{tableNAT, tableFilter} {
-		uses, err := r.ChainUses(ctx, f.fam, string(t))
-		if err != nil {
-			return "", nil, err
-		}
+		uses := tableUses[t]
 		var suspects []string
 		strong := 0
 		for k, c := range f.installed {
@@ -148,19 +147,15 @@ func (b *Backend) learnUses(ctx context.Context, f *familySync) {
 	if !ok || b.runner.Mode() != runner.ModeNFT || !f.fp.valid {
 		return
 	}
-	uses := map[table]map[string]int{}
-	for _, t := range []table{tableNAT, tableFilter} {
-		u, err := r.ChainUses(ctx, f.fam, string(t))
-		if err != nil {
-			return
-		}
-		uses[t] = u
+	all, err := r.ChainUses(ctx, f.fam)
+	if err != nil {
+		return
 	}
 	if fp, ok := b.fingerprint(ctx, f.fam); !ok || fp != f.fp.value {
 		return
 	}
 	for k, c := range f.installed {
-		if u, ok := uses[k.table][k.name]; ok && c.known {
+		if u, ok := all[string(k.table)][k.name]; ok && c.known {
 			c.inbound, c.inboundKnown = int32(u-c.rules), true
 			f.installed[k] = c
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,19 +62,16 @@ func nftCountRules(fam Family, table string) (*TableCounts, error) {
 func nftCountRulesOnce(fam Family, table string) (*TableCounts, error) {
 	var out *TableCounts
 	err := withNFTSocket(func(fd int) error {
-		chains, err := nftChains(fd, nfproto(fam), table)
+		uses, err := nftChainUses(fd, nfproto(fam))
 		if err != nil {
 			return err
 		}
-		names := make([]string, len(chains))
-		uses := make(map[string]int, len(chains))
-		for i, c := range chains {
-			names[i] = c.name
-			uses[c.name] = c.use
-		}
-		out, err = nftCountChainRules(fd, nfproto(fam), table, names)
+		out, err = nftCountChainRules(fd, nfproto(fam), table, slices.Collect(maps.Keys(uses[table])))
 		if out != nil {
-			out.Uses = uses
+			out.Uses = uses[table]
+			if out.Uses == nil {
+				out.Uses = map[string]int{}
+			}
 		}
 		return err
 	})
@@ -134,16 +133,11 @@ func nfproto(fam Family) byte {
 	return unix.NFPROTO_IPV4
 }
 
-// nftChain is one chain of a chain dump: its name and use count (the
-// kernel's reference count: its rules plus the jumps to it).
-type nftChain struct {
-	name string
-	use  int
-}
-
-// nftChains dumps the chains of one table.
-func nftChains(fd int, nfproto byte, table string) ([]nftChain, error) {
-	var chains []nftChain
+// nftChainUses dumps the chains of a family: table name, then chain
+// name, to the chain's use count (the kernel's reference count: its
+// rules plus the jumps to it).
+func nftChainUses(fd int, nfproto byte) (map[string]map[string]int, error) {
+	uses := map[string]map[string]int{}
 	err := nftDump(fd, nftMsgGetChain, nfproto, nil, func(typ uint16, attrs []byte) {
 		if typ != nftMsgNewChain {
 			return
@@ -160,11 +154,17 @@ func nftChains(fd int, nfproto byte, table string) ([]nftChain, error) {
 				use = int(binary.BigEndian.Uint32(v))
 			}
 		})
-		if string(tbl) == table && name != nil {
-			chains = append(chains, nftChain{name: string(name), use: use})
+		if name == nil {
+			return
 		}
+		m := uses[string(tbl)]
+		if m == nil {
+			m = map[string]int{}
+			uses[string(tbl)] = m
+		}
+		m[string(name)] = use
 	})
-	return chains, err
+	return uses, err
 }
 
 // nftDump sends one nf_tables dump request and calls fn with the type

@@ -34,12 +34,14 @@ type TableCounts struct {
 // ChainUseReader is the cheap way to notice a changed chain on
 // iptables-nft, where counting every chain's rules takes a netlink dump
 // per chain (~3 s at 10k services x 10 endpoints). ChainUses is one dump
-// of the chains (~150 ms there) and gives each chain's use count, its
-// rules plus the references to it: flushing, emptying or adding to a
-// chain changes it. CountChainRules then counts the rules of the few
-// chains whose use count moved. Only the iptables-nft Runner offers it.
+// of the family's chains (~150 ms there; the kernel does not filter it
+// by table) and gives each chain's use count, its rules plus the
+// references to it: flushing, emptying or adding to a chain changes it.
+// CountChainRules then counts the rules of the few chains whose use
+// count moved. Only the iptables-nft Runner offers it.
 type ChainUseReader interface {
-	ChainUses(ctx context.Context, fam Family, table string) (map[string]int, error)
+	// ChainUses maps table name, then chain name, to the use count.
+	ChainUses(ctx context.Context, fam Family) (map[string]map[string]int, error)
 	// CountChainRules returns the rule counts of the named chains and the
 	// jumps of the built-in ones among them. A chain that does not exist
 	// counts 0 rules or is left out (a filtered dump cannot tell): take
@@ -50,29 +52,24 @@ type ChainUseReader interface {
 var _ ChainUseReader = (*Runner)(nil)
 
 // ChainUses implements ChainUseReader (iptables-nft only).
-func (r *Runner) ChainUses(_ context.Context, fam Family, table string) (map[string]int, error) {
+func (r *Runner) ChainUses(_ context.Context, fam Family) (map[string]map[string]int, error) {
 	if r.mode != ModeNFT {
 		return nil, fmt.Errorf("iptables: chain use counts need iptables-nft, not %s", r.mode)
 	}
-	var uses map[string]int
+	var uses map[string]map[string]int
 	err := r.ns.do(func() error {
 		return withNFTSocket(func(fd int) error {
-			var chains []nftChain
 			var err error
 			for range 5 { // a concurrent commit interrupts a dump
-				if chains, err = nftChains(fd, nfproto(fam), table); !errors.Is(err, errDumpInterrupted) {
+				if uses, err = nftChainUses(fd, nfproto(fam)); !errors.Is(err, errDumpInterrupted) {
 					break
 				}
-			}
-			uses = make(map[string]int, len(chains))
-			for _, c := range chains {
-				uses[c.name] = c.use
 			}
 			return err
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("iptables: chain use counts of %s %s: %w", fam, table, err)
+		return nil, fmt.Errorf("iptables: chain use counts of %s: %w", fam, err)
 	}
 	return uses, nil
 }

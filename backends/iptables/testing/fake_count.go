@@ -35,7 +35,7 @@ func (f *Fake) CountRules(ctx context.Context, fam runner.Family, tableName stri
 // ChainUses implements runner.ChainUseReader like nf_tables: a chain's
 // rules plus the rules jumping or going to it. It fails in legacy mode,
 // as the real runner does.
-func (f *Fake) ChainUses(ctx context.Context, fam runner.Family, tableName string) (map[string]int, error) {
+func (f *Fake) ChainUses(ctx context.Context, fam runner.Family) (map[string]map[string]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -44,11 +44,15 @@ func (f *Fake) ChainUses(ctx context.Context, fam runner.Family, tableName strin
 	if f.mode != runner.ModeNFT {
 		return nil, fmt.Errorf("iptablestest: chain use counts need nf_tables mode")
 	}
-	t, err := f.tableLocked(fam, tableName)
-	if err != nil {
-		return nil, err
+	out := map[string]map[string]int{}
+	for _, name := range tableNames() {
+		t, err := f.tableLocked(fam, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = uses(t)
 	}
-	return uses(t), nil
+	return out, nil
 }
 
 // CountChainRules implements runner.ChainUseReader.
