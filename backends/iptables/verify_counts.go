@@ -109,6 +109,7 @@ func (f *familySync) verifyUses(ctx context.Context, r runner.ChainUseReader, ta
 		if len(suspects) == 0 {
 			continue
 		}
+		slices.Sort(suspects)
 		counts, err := r.CountChainRules(ctx, f.fam, string(t), suspects)
 		if err != nil {
 			return "", nil, err

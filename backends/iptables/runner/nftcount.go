@@ -66,7 +66,7 @@ func nftCountRulesOnce(fam Family, table string) (*TableCounts, error) {
 		if err != nil {
 			return err
 		}
-		out, err = nftCountChainRules(fd, nfproto(fam), table, slices.Collect(maps.Keys(uses[table])))
+		out, err = nftCountChainRules(fd, nfproto(fam), table, slices.Sorted(maps.Keys(uses[table])))
 		if out != nil {
 			out.Uses = uses[table]
 			if out.Uses == nil {

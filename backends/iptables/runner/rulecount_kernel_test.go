@@ -154,17 +154,22 @@ func timeCountRules(t *testing.T, r *Runner, n int) {
 	ctx := context.Background()
 	// Chunks of 128 services (~4,000 lines) declaring whole chains: one
 	// --noflush transaction of everything takes minutes on iptables-nft.
+	// Legacy rewrites the table at each commit: one transaction.
+	chunk := 128
+	if r.mode == ModeLegacy {
+		chunk = n
+	}
 	start := time.Now()
-	for first := 0; first < n; first += 128 {
+	for first := 0; first < n; first += chunk {
 		var b strings.Builder
 		b.WriteString("*nat\n")
-		for s := first; s < min(n, first+128); s++ {
+		for s := first; s < min(n, first+chunk); s++ {
 			fmt.Fprintf(&b, ":SY-SVC-%d - [0:0]\n", s)
 			for e := range 10 {
 				fmt.Fprintf(&b, ":SY-SEP-%d-%d - [0:0]\n", s, e)
 			}
 		}
-		for s := first; s < min(n, first+128); s++ {
+		for s := first; s < min(n, first+chunk); s++ {
 			for e := range 10 {
 				sep := fmt.Sprintf("SY-SEP-%d-%d", s, e)
 				fmt.Fprintf(&b, "-A %s -s 10.244.%d.%d/32 -m comment --comment \"ns/svc%d:p\" -j MARK --or-mark 0x4000\n", sep, s/250, e, s)
