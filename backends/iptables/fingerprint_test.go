@@ -196,3 +196,44 @@ func TestRepairDeletedChains(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAfterRepairStillSees: a flushed KUBE-SVC chain also took a
+// jump away from each of its KUBE-SEP chains; the verification that finds
+// it must not learn those lowered use counts as normal, or a rule deleted
+// later from one of those KUBE-SEP chains (use back to what was learnt)
+// would go unseen.
+func TestVerifyAfterRepairStillSees(t *testing.T) {
+	fake := newFingerprintFake(runner.ModeNFT)
+	b := newTestBackend(t, fake.Fake, nil)
+	b.runner = fake
+	st, names := partialFixture()
+	mustSync(t, b, st, fullDiff())
+	svcChain := chainsFor(names[0]).cluster
+	sep := firstEndpointChain(t, fake.Fake, svcChain)
+	if err := fake.FlushChain(runner.IPv4, "nat", svcChain); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, b, st, periodicDiff())
+	assertMatchesReference(t, fake.Fake, nil, st)
+
+	r := fake.Rules(runner.IPv4, "nat", sep)[0]
+	if err := fake.DeleteRule(runner.IPv4, "nat", sep, r.Args...); err != nil {
+		t.Fatal(err)
+	}
+	fake.writes++
+	n := len(fake.Restores())
+	mustSync(t, b, st, periodicDiff())
+	assertWroteOnly(t, restoresSince(fake.Fake, n), sep)
+	assertMatchesReference(t, fake.Fake, nil, st)
+}
+
+func firstEndpointChain(t *testing.T, fake *iptablestest.Fake, svcChain string) string {
+	t.Helper()
+	for _, r := range fake.Rules(runner.IPv4, "nat", svcChain) {
+		if strings.HasPrefix(r.Jump, prefixEndpoint) {
+			return r.Jump
+		}
+	}
+	t.Fatalf("%s jumps to no KUBE-SEP chain", svcChain)
+	return ""
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/klog/v2"
+
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 )
 
@@ -20,7 +22,9 @@ import (
 //     per chain (~3 s there), so verification dumps only the chains
 //     (runner.ChainUseReader, ~150 ms): each one's nf_tables use count is
 //     its rules plus the jumps to it. Each installed chain remembers the
-//     jumps to it (inbound) learnt when its count was last known right;
+//     jumps to it (inbound) learnt when its count was last known right
+//     (after a full sync nobody else interleaved with, or a verification
+//     that found the table intact);
 //     a chain whose use is not rules + inbound is a suspect, and only the
 //     suspects' rules are counted. A flushed KUBE-SVC chain loses its
 //     rules (and its KUBE-SEP chains a jump each): it and its endpoint
@@ -36,6 +40,90 @@ import (
 // A flushed KUBE-SERVICES makes every KUBE-SVC chain a suspect (it lost a
 // jump): 10k services stay under the bound and get a partial repair.
 const maxSuspects = 16384
+
+// verifyByCounts verifies the family by rule counts when the runner can
+// read them without iptables-save (verify_counts.go), and plans the
+// repair of the chains found changed. counted is false when the runner
+// cannot: the listing verification then runs.
+func (f *familySync) verifyByCounts(ctx context.Context, b *Backend) (reason string, counted bool) {
+	mode := b.runner.Mode()
+	ur, nft := b.runner.(runner.ChainUseReader)
+	rc, legacy := b.runner.(runner.RuleCounter)
+	nft, legacy = nft && mode == runner.ModeNFT, legacy && mode == runner.ModeLegacy
+	if !nft && !legacy {
+		return "", false
+	}
+	f.verifiedAt = b.verify.clock.Now()
+	var damaged []chainKey
+	var err error
+	if legacy {
+		reason, damaged, err = f.verifyCountsReason(ctx, rc)
+	} else {
+		reason, damaged, err = f.verifyNFT(ctx, ur)
+	}
+	if err != nil {
+		klog.V(2).InfoS("Cannot verify iptables chains; will retry", "family", f.fam, "err", err)
+		return "", true
+	}
+	if reason == "" && len(damaged) > 0 {
+		if f.repair, reason = f.planRepair(damaged); f.repair != nil {
+			klog.InfoS("iptables chains were changed outside switchyard; rewriting them", "family", f.fam,
+				"chains", len(damaged), "first", string(damaged[0].table)+"/"+damaged[0].name)
+			return "", true
+		}
+	}
+	if reason != "" {
+		klog.InfoS("iptables rules were changed outside switchyard; doing a full sync", "family", f.fam, "found", reason)
+		return "rules changed outside switchyard: " + reason, true
+	}
+	return "", true
+}
+
+// verifyNFT checks the family on iptables-nft with netlink reads only:
+// one dump of the family's chains holds the canaries and every chain's
+// use count, the built-in chains' rules give the jumps.
+func (f *familySync) verifyNFT(ctx context.Context, ur runner.ChainUseReader) (string, []chainKey, error) {
+	all, err := ur.ChainUses(ctx, f.fam)
+	if err != nil {
+		return "", nil, err
+	}
+	uses := map[table]map[string]int{}
+	for _, t := range allTables() {
+		if _, ok := all[string(t)][chainCanary]; !ok {
+			return "canary chain " + string(t) + "/" + chainCanary + " gone", nil, nil
+		}
+		uses[t] = all[string(t)]
+	}
+	if reason, err := f.verifyNFTJumps(ctx, ur); reason != "" || err != nil {
+		return reason, nil, err
+	}
+	return f.verifyUses(ctx, ur, uses)
+}
+
+// verifyNFTJumps checks that the built-in chains still jump to ours.
+func (f *familySync) verifyNFTJumps(ctx context.Context, ur runner.ChainUseReader) (string, error) {
+	jumps := jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4)
+	from := map[table][]string{}
+	for _, j := range jumps {
+		if !slices.Contains(from[j.table], j.from) {
+			from[j.table] = append(from[j.table], j.from)
+		}
+	}
+	counts := map[table]*runner.TableCounts{}
+	for t, chains := range from {
+		c, err := ur.CountChainRules(ctx, f.fam, string(t), chains)
+		if err != nil {
+			return "", err
+		}
+		counts[t] = c
+	}
+	for _, j := range jumps {
+		if !slices.Contains(counts[j.table].Jumps[j.from], j.to) {
+			return fmt.Sprintf("the jump %s/%s -> %s is gone", j.table, j.from, j.to), nil
+		}
+	}
+	return "", nil
+}
 
 // verifyCountsReason checks the family with one read per table on
 // legacy iptables: canaries, jumps from the built-in chains, and the rule
@@ -84,6 +172,7 @@ func verifiedByCount(k chainKey, c installedChain) bool {
 // changed wholesale.
 func (f *familySync) verifyUses(ctx context.Context, r runner.ChainUseReader, tableUses map[table]map[string]int) (string, []chainKey, error) {
 	var damaged []chainKey
+	learnt := map[chainKey]int32{}
 	for _, t := range []table{tableNAT, tableFilter} {
 		uses := tableUses[t]
 		var suspects []string
@@ -114,26 +203,34 @@ func (f *familySync) verifyUses(ctx context.Context, r runner.ChainUseReader, ta
 		if err != nil {
 			return "", nil, err
 		}
-		damaged = append(damaged, f.confirmSuspects(t, suspects, uses, counts)...)
+		damaged = append(damaged, confirmSuspects(f.installed, t, suspects, uses, counts, learnt)...)
+	}
+	if len(damaged) == 0 {
+		// A damaged chain's missing rules also took jumps away from the
+		// chains they pointed to: learn only from an intact table.
+		for k, in := range learnt {
+			c := f.installed[k]
+			c.inbound, c.inboundKnown = in, true
+			f.installed[k] = c
+		}
 	}
 	slices.SortFunc(damaged, compareKeys)
 	return "", damaged, nil
 }
 
 // confirmSuspects returns the suspects whose rule count differs from what
-// was written, and learns the inbound jumps of the others.
-func (f *familySync) confirmSuspects(t table, suspects []string, uses map[string]int, counts *runner.TableCounts) []chainKey {
+// was written, and notes in learnt the inbound jumps of the others.
+func confirmSuspects(installed map[chainKey]installedChain, t table, suspects []string, uses map[string]int,
+	counts *runner.TableCounts, learnt map[chainKey]int32) []chainKey {
 	var damaged []chainKey
 	for _, name := range suspects {
 		k := chainKey{table: t, name: name}
-		c := f.installed[k]
 		n, ok := counts.Rules[name]
-		if !ok || n != c.rules {
+		if !ok || n != installed[k].rules {
 			damaged = append(damaged, k)
 			continue
 		}
-		c.inbound, c.inboundKnown = int32(uses[name]-n), true
-		f.installed[k] = c
+		learnt[k] = int32(uses[name] - n)
 	}
 	return damaged
 }
