@@ -19,8 +19,8 @@ import (
 //     of the built-in chains, canaries included (~0.5 s of CPU for nat
 //     at 10k services x 10 endpoints, against ~6 s for the saves).
 //   - iptables-nft: counting every chain's rules takes one netlink dump
-//     per chain (~3 s there), so verification dumps only the chains
-//     (runner.ChainUseReader, ~150 ms): each one's nf_tables use count is
+//     per chain (3-5 s there), so verification dumps only the chains
+//     (runner.ChainUseReader, ~0.2 s): each one's nf_tables use count is
 //     its rules plus the jumps to it. Each installed chain remembers the
 //     jumps to it (inbound) learnt when its count was last known right
 //     (after a full sync nobody else interleaved with, or a verification
