@@ -17,10 +17,14 @@ import (
 // installedChain is what this mode believes one of its chains holds in the
 // kernel: a fingerprint of the rules it last wrote there (known is false
 // when a failed restore may or may not have applied them) and how many.
+// With iptables-nft, inbound is the number of jumps to it last seen in
+// the kernel, when inboundKnown (see verify_counts.go).
 type installedChain struct {
-	hash  uint64
-	known bool
-	rules int
+	hash         uint64
+	rules        int
+	inbound      int32
+	known        bool
+	inboundKnown bool
 }
 
 // familySync applies rulesets of one IP family. It remembers what it
@@ -43,6 +47,11 @@ type familySync struct {
 	// verifiedAt is when the top-level chains were last verified or
 	// rewritten (see verifyPolicy).
 	verifiedAt time.Time
+	// fp tells whether anyone else wrote since the last sync.
+	fp fingerprintState
+	// repair, set by a verification that found a few chains changed
+	// behind our back, makes this partial sync rewrite them.
+	repair *repairPlan
 }
 
 func newFamilySync(fam runner.Family, fc *familyConfig) *familySync {
@@ -85,10 +94,12 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		txs = plan.attach(txs)
 		f.verifiedAt = b.verify.clock.Now()
 	} else {
-		rs = renderPartial(f.fc, state, diff, f.prev)
+		rs = renderPartial(f.fc, state, f.repair.widen(diff), f.prev)
 		writes, deletes := f.partialChanges(rs)
+		writes = f.repair.addChains(rs, writes)
 		txs = planTransactions(writes, deletes, b.chunkRules())
 	}
+	f.repair = nil
 	f.prev = nil // until this sync succeeds
 	err := f.apply(ctx, b, txs, out.written, !full)
 	f.installed = shrink.Map(f.installed, &f.installedPeak)
@@ -102,6 +113,7 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 // fullSyncReason says whether this sync must be full, and why.
 func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *proxier.State, diff *proxier.Diff) (bool, string) {
 	r := b.runner
+	f.repair = nil
 	switch {
 	case f.prev == nil:
 		return true, "first sync or previous sync failed"
@@ -116,6 +128,15 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 		// services), and a tampered table is still repaired within one
 		// sync period.
 		return false, ""
+	}
+	if f.fp.untouched {
+		// Nobody wrote since our last sync: the canaries and chains are
+		// as we left them (see fingerprint.go).
+		f.verifiedAt = b.verify.clock.Now()
+		return false, ""
+	}
+	if reason, counted := f.verifyByCounts(ctx, b); counted {
+		return reason != "", reason
 	}
 	for _, t := range allTables() {
 		ok, err := r.ChainExists(f.fam, string(t), chainCanary)
@@ -251,8 +272,12 @@ func (f *familySync) recordUncertain(tx *transaction) {
 	f.prev = nil
 }
 
+// setInstalled records what a chain now holds. The jumps to a rewritten
+// chain come from other chains: their learnt count stays.
 func (f *familySync) setInstalled(k chainKey, c installedChain) {
-	f.tableRules[k.table] += c.rules - f.installed[k].rules
+	old := f.installed[k]
+	f.tableRules[k.table] += c.rules - old.rules
+	c.inbound, c.inboundKnown = old.inbound, old.inboundKnown
 	f.installed[k] = c
 }
 

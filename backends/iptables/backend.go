@@ -61,17 +61,28 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	defer b.mu.Unlock()
 	var res proxier.SyncResult
 	written := make([]map[table]int, len(b.families))
+	full := make([]bool, len(b.families))
 	var errs []error
+	b.checkFingerprints(ctx)
 	for i, f := range b.families {
 		out, err := f.sync(ctx, b, state, diff)
 		res.Full = res.Full || out.full
-		written[i] = out.written
+		written[i], full[i] = out.written, out.full
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		for _, f := range b.families {
+			f.fp.valid = false
+		}
 		return res, err
+	}
+	b.recordFingerprints(ctx)
+	for i, f := range b.families {
+		if full[i] {
+			b.learnUses(ctx, f)
+		}
 	}
 	b.reportRules(written)
 	return res, nil

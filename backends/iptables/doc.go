@@ -11,7 +11,8 @@
 //
 // Apply does the I/O through runner.Interface and remembers, per family,
 // a fingerprint of every chain it wrote; it never saves a whole table on
-// the hot path (periodic syncs list a few top-level chains, see below).
+// the hot path (periodic syncs count rules without iptables-save, see
+// below).
 //
 //   - A full sync (first sync, Diff.Full, a canary chain gone, or after any
 //     failure) writes every chain as a sequence of iptables-restore
@@ -30,11 +31,30 @@
 //     them) and deletes their chains that went away, in one small
 //     transaction.
 //   - A periodic sync (Diff.Verify), or a partial sync when the last check
-//     is older than Config.VerifyInterval, first lists the top-level
-//     chains and the built-in chains holding the jumps, one chain each
-//     (never a whole table), and compares their rule counts with what was
-//     written: an operator's `iptables -t nat -F` leaves the canaries in
-//     place, and a mismatch turns the sync into a full one (verify.go).
+//     is older than Config.VerifyInterval (the sync period), verifies what
+//     was written. It first reads a fingerprint of the kernel's rules in
+//     one system call (the nf_tables generation; the legacy tables' entry
+//     counts and sizes): unchanged since the last sync, nobody else wrote
+//     and nothing is read (fingerprint.go; ~1 ms at 10k services x 10
+//     endpoints). Changed, it compares every chain written, service chains
+//     included, with the kernel, without iptables-save (verify_counts.go):
+//     on legacy one IPT_SO_GET_ENTRIES read per table gives every chain's
+//     rule count and the built-in jumps (0.63-0.71 s of CPU at 10k x 10);
+//     on nft one netlink dump of the chains gives each chain's use count
+//     (its rules plus the jumps to it), compared with the rules written
+//     plus the jumps learnt, and only the chains that moved get their
+//     rules counted (0.27-0.79 s). An operator's `iptables -t nat -F
+//     KUBE-SVC-...` leaves the canaries and KUBE-SERVICES in place; it is
+//     found this way.
+//   - Chains found changed are repaired by the same sync, partially, when
+//     they are the chains of at most 256 service ports or top-level/base
+//     chains: those ports are re-rendered and the changed chains rewritten
+//     in one small transaction (repair.go). At 10k x 10 a flushed
+//     KUBE-SVC chain was found and rewritten by that sync in 0.6-1.2 s
+//     on nft and 2.7-3.2 s on legacy (which rewrites the whole table on
+//     every commit), a flushed KUBE-SERVICES in 2.2-2.9 s / 2.3-2.8 s. A
+//     missing canary or jump from a built-in chain, or a wholesale flush,
+//     turns the sync into a full one.
 //
 // A failed restore stops the sync, logs only the offending lines, counts
 // kubeproxy_sync_proxy_rules_iptables_restore_failures_total and makes

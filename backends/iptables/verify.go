@@ -28,13 +28,14 @@ const DefaultVerifyInterval = time.Minute
 // KUBE-SERVICES` or `-D KUBE-SERVICES ...` leaves them in place while
 // every service stops working, and partial syncs never rewrite an
 // unchanged chain. So a periodic sync (Diff.Verify), or any partial sync
-// once the last check is older than the interval, first lists the
-// family's top-level chains and the built-in chains holding its jumps,
-// one chain per command, never the whole table (iptables-save takes
-// minutes on a 10,000-service nft table, listing a chain milliseconds;
-// KUBE-SERVICES, one rule per service port, is the dearest: ~130 ms at
-// 10,000), and compares rule counts with what it last wrote. A mismatch
-// turns the sync into a full one.
+// once the last check is older than the interval, first checks the
+// family's chains: nothing is read while the fingerprint shows no other
+// writer (fingerprint.go); otherwise every chain's rule count is
+// compared with what was written, read without iptables-save
+// (verify_counts.go), and the chains found changed are rewritten by the
+// same sync (repair.go). With a runner that cannot count rules, the
+// top-level chains are listed one by one and nat is saved once
+// (verifyReason below), and a mismatch turns the sync into a full one.
 type verifyPolicy struct {
 	interval time.Duration // <0: never verify
 	clock    clock.PassiveClock
@@ -60,22 +61,29 @@ func (p verifyPolicy) due(diff *proxier.Diff, last time.Time) bool {
 	return diff.Verify || p.clock.Since(last) >= p.interval
 }
 
-// verifyReason lists the family's top-level chains and returns why a full
-// sync is needed, or "" when they hold what was written. A chain that
-// cannot be listed (lock held, runner without ChainLister) is not a
-// reason: a full sync would fail the same way.
+// verifyReason checks the family's chains with a runner that cannot count
+// rules (see verifyByCounts) and returns why a full sync is needed, or ""
+// when they hold what was written: the top-level chains, the jumps from
+// the built-in chains and, from one save of nat, every service chain. A
+// chain that cannot be listed (lock held, runner without ChainLister) is
+// not a reason: a full sync would fail the same way.
 func (f *familySync) verifyReason(ctx context.Context, b *Backend, diff *proxier.Diff) string {
 	lister, ok := b.runner.(runner.ChainLister)
 	if !ok || !b.verify.due(diff, f.verifiedAt) {
 		return ""
 	}
+	f.verifiedAt = b.verify.clock.Now()
+	saved := &savedTables{r: b.runner, saved: map[string][]byte{}}
 	if b.runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables reads the whole table for every -S: one save
 		// per table is cheaper than a dozen listings.
-		lister = &savedTables{r: b.runner, saved: map[string][]byte{}}
+		lister = saved
 	}
-	f.verifiedAt = b.verify.clock.Now()
-	for _, check := range []func(context.Context, runner.ChainLister) (string, error){f.verifyOwned, f.verifyJumps} {
+	checks := []func(context.Context, runner.ChainLister) (string, error){f.verifyOwned, f.verifyJumps,
+		func(ctx context.Context, l runner.ChainLister) (string, error) {
+			return f.verifyServiceChains(ctx, l, saved)
+		}}
+	for _, check := range checks {
 		reason, err := check(ctx, lister)
 		if err != nil {
 			klog.V(2).InfoS("Cannot verify iptables chains; will retry", "family", f.fam, "err", err)
@@ -151,14 +159,23 @@ type savedTables struct {
 	saved map[string][]byte
 }
 
-func (s *savedTables) ListChain(ctx context.Context, fam runner.Family, table, chain string) ([]string, bool, error) {
+// table returns the saved table, saving it on first use.
+func (s *savedTables) table(ctx context.Context, fam runner.Family, table string) ([]byte, error) {
 	data, ok := s.saved[table]
 	if !ok {
 		var err error
 		if data, err = s.r.SaveTable(ctx, fam, table); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		s.saved[table] = data
+	}
+	return data, nil
+}
+
+func (s *savedTables) ListChain(ctx context.Context, fam runner.Family, table, chain string) ([]string, bool, error) {
+	data, err := s.table(ctx, fam, table)
+	if err != nil {
+		return nil, false, err
 	}
 	if !slices.Contains(chainsInSave(data), chain) {
 		return nil, false, nil

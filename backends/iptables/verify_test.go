@@ -14,8 +14,9 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// listingFake counts ListChain calls and can make them fail (a lock held
-// past the wait).
+// listingFake counts reads of the kernel's chains (ListChain, and the
+// ChainUses and CountRules of the count-based verification) and can make
+// them fail (a lock held past the wait, a netlink error).
 type listingFake struct {
 	*iptablestest.Fake
 	lists   int
@@ -28,6 +29,22 @@ func (f *listingFake) ListChain(ctx context.Context, fam runner.Family, table, c
 		return nil, false, f.listErr
 	}
 	return f.Fake.ListChain(ctx, fam, table, chain)
+}
+
+func (f *listingFake) ChainUses(ctx context.Context, fam runner.Family) (map[string]map[string]int, error) {
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return f.Fake.ChainUses(ctx, fam)
+}
+
+func (f *listingFake) CountRules(ctx context.Context, fam runner.Family, table string) (*runner.TableCounts, error) {
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return f.Fake.CountRules(ctx, fam, table)
 }
 
 // periodicDiff is what the proxier's timer-driven sync passes: nothing
@@ -81,46 +98,85 @@ func deleteServiceByHand(t *testing.T, fake *iptablestest.Fake, name proxier.Ser
 
 // TestVerifyRestoresTamperedRules: realistic operator mistakes, most of
 // which leave the canary chains in place, are found by the next periodic
-// sync, which turns full and restores exactly the rules a fresh node gets.
+// sync, which restores exactly the rules a fresh node gets, on both
+// iptables modes: with a partial sync rewriting the changed chains when
+// they are a few service or top-level chains, with a full sync when a
+// canary or a jump from a built-in chain is gone.
 func TestVerifyRestoresTamperedRules(t *testing.T) {
 	cases := []struct {
-		name   string
-		tamper func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName)
+		name     string
+		tamper   func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName)
+		wantFull bool
 	}{
 		{"iptables -t nat -F KUBE-SERVICES", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
 			if err := f.FlushChain(runner.IPv4, "nat", chainServices); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, false},
 		{"one service's rule and KUBE-SVC chain deleted", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
 			deleteServiceByHand(t, f, names[0])
-		}},
-		{"iptables -t nat -F", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", false) }},
+		}, false},
+		{"one service's KUBE-SVC chain flushed, its KUBE-SERVICES rule kept", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
+			if err := f.FlushChain(runner.IPv4, "nat", chainsFor(names[0]).cluster); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"one KUBE-SEP chain deleted after flushing its KUBE-SVC chain", func(t *testing.T, f *iptablestest.Fake, names []proxier.ServicePortName) {
+			deleteEndpointByHand(t, f, names[0])
+		}, false},
+		{"iptables -t nat -F", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", false) }, true},
 		{"iptables -F (filter)", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
 			wipeTable(t, f, "filter", false)
-		}},
-		{"iptables -t nat -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", true) }},
-		{"iptables -t mangle -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "mangle", true) }},
+		}, true},
+		{"iptables -t nat -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "nat", true) }, true},
+		{"iptables -t mangle -F; -X", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) { wipeTable(t, f, "mangle", true) }, true},
 		{"jump from PREROUTING deleted", func(t *testing.T, f *iptablestest.Fake, _ []proxier.ServicePortName) {
 			if err := f.DeleteRule(runner.IPv4, "nat", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", chainServices); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, true},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fake := &listingFake{Fake: iptablestest.NewFake()}
-			b := newTestBackend(t, fake.Fake, nil)
-			b.runner = fake
-			st, names := partialFixture()
-			mustSync(t, b, st, fullDiff())
-			tc.tamper(t, fake.Fake, names)
-			if res := mustSync(t, b, st, periodicDiff()); !res.Full {
-				t.Fatalf("periodic sync after %q stayed partial", tc.name)
+	for _, mode := range []string{runner.ModeNFT, runner.ModeLegacy} {
+		for _, tc := range cases {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				fake := &listingFake{Fake: iptablestest.NewFake()}
+				fake.SetMode(mode)
+				b := newTestBackend(t, fake.Fake, nil)
+				b.runner = fake
+				st, names := partialFixture()
+				mustSync(t, b, st, fullDiff())
+				tc.tamper(t, fake.Fake, names)
+				if res := mustSync(t, b, st, periodicDiff()); res.Full != tc.wantFull {
+					t.Fatalf("periodic sync after %q: full %v, want %v", tc.name, res.Full, tc.wantFull)
+				}
+				assertMatchesReference(t, fake.Fake, nil, st)
+			})
+		}
+	}
+}
+
+// deleteEndpointByHand flushes a service's KUBE-SVC chain (the only
+// chain jumping to its KUBE-SEP chains), then deletes its first KUBE-SEP
+// chain.
+func deleteEndpointByHand(t *testing.T, fake *iptablestest.Fake, name proxier.ServicePortName) {
+	t.Helper()
+	svcChain := chainsFor(name).cluster
+	rules := fake.Rules(runner.IPv4, "nat", svcChain)
+	if err := fake.FlushChain(runner.IPv4, "nat", svcChain); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if strings.HasPrefix(r.Jump, prefixEndpoint) {
+			if err := fake.FlushChain(runner.IPv4, "nat", r.Jump); err != nil {
+				t.Fatal(err)
 			}
-			assertMatchesReference(t, fake.Fake, nil, st)
-		})
+			if err := fake.DeleteChain(runner.IPv4, "nat", r.Jump); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
+	t.Fatalf("%s jumps to no KUBE-SEP chain", svcChain)
 }
 
 // TestVerifyPolicy: a periodic sync of intact tables verifies and writes
@@ -141,7 +197,7 @@ func TestVerifyPolicy(t *testing.T) {
 		if (fake.lists > 0) != wantLists || res.Full != wantFull {
 			t.Errorf("%s: listed %d chains, full %v; want listing %v, full %v", name, fake.lists, res.Full, wantLists, wantFull)
 		}
-		if !wantFull && len(restoresSince(fake.Fake, n)) != 0 {
+		if !wantFull && fake.listErr == nil && len(restoresSince(fake.Fake, n)) != 0 {
 			t.Errorf("%s: restores on an unchanged state", name)
 		}
 	}
@@ -157,7 +213,11 @@ func TestVerifyPolicy(t *testing.T) {
 	}
 	step("periodic sync, listing fails", periodicDiff(), true, false)
 	fake.listErr = nil
-	step("periodic sync, listing works again", periodicDiff(), true, true)
+	// KUBE-SERVICES alone changed: a partial sync rewrites it.
+	n := len(fake.Restores())
+	if res := mustSync(t, b, st, periodicDiff()); res.Full || len(restoresSince(fake.Fake, n)) != 1 {
+		t.Errorf("periodic sync, listing works again: full %v, %d restores; want one partial restore", res.Full, len(restoresSince(fake.Fake, n)))
+	}
 	assertMatchesReference(t, fake.Fake, nil, st)
 
 	off := newTestBackend(t, fake.Fake, func(c *Config) { c.VerifyInterval = -1 })

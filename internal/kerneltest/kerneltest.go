@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -75,4 +77,20 @@ func InNetns(name string, fn func() error) error {
 		done <- fn()
 	}()
 	return <-done
+}
+
+// ProcessCPU is the user and system CPU time used so far by this process
+// and by its waited-for children (iptables-restore, iptables-save, ...),
+// to measure what an operation costs beyond its wall time. Zero if
+// getrusage fails.
+func ProcessCPU() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return 0
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
