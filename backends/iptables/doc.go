@@ -24,7 +24,14 @@
 //     chains), then delete the chains that went away, so every
 //     intermediate state only jumps to chains that exist. On legacy
 //     iptables, which rewrites the whole table at each commit, it is one
-//     transaction.
+//     transaction. The first full sync saves each table once (leftover
+//     chains, jumps already in place, table sizes): into near-empty tables
+//     on iptables-nft it is one transaction whose sections start with
+//     "-S", which stops iptables-nft's per-command linear search of the
+//     chains a transaction names (firstsync.go; at the floor of a plain
+//     restore), and the missing jumps go into the restore. On nft chains
+//     are declared in write order, never sorted (payload.go: sorted
+//     creation overflows iptables-nft-save's stack at ~100k chains).
 //   - A partial sync re-renders only the service ports the Diff names,
 //     writes only their chains whose rules changed (plus the top-level
 //     chains if a service appeared, went or changed what it contributes to
