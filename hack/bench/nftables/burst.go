@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// burstResult is a burst of EndpointSlice updates spread evenly over a
+// span (issue 16: 1000 over 10 s at 10k services).
+type burstResult struct {
+	Updates   int
+	Wall      time.Duration   // first update to the sync that wrote the last one
+	CPU       time.Duration   // user+sys of this process and its children meanwhile
+	SyncTime  time.Duration   // spent in the backend's Sync meanwhile
+	Syncs     int             // syncs meanwhile
+	Latencies []time.Duration // per update, to the end of the sync that wrote it
+}
+
+// burstUpdate is an update sent and not yet seen in a synced State.
+type burstUpdate struct {
+	name proxier.ServicePortName
+	ip   netip.Addr
+	sent time.Time
+}
+
+// runBurst sends o.burst one-endpoint updates, one every o.burstOver /
+// o.burst, each to another service, and times each until the end of the
+// first sync whose State holds it.
+func runBurst(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *timedBackend, o childOpts) (*burstResult, error) {
+	var mu sync.Mutex
+	pending := map[int]burstUpdate{}
+	res := &burstResult{Updates: o.burst}
+	all := make(chan struct{})
+	w.mu.Lock()
+	w.onSync = func(st *proxier.State) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for k, u := range pending {
+			if hasIP(st.Endpoints[u.name], u.ip) {
+				res.Latencies = append(res.Latencies, now.Sub(u.sent))
+				delete(pending, k)
+			}
+		}
+		if len(res.Latencies) == o.burst && len(pending) == 0 {
+			close(all)
+			w.onSync = nil // called with w.mu held
+		}
+	}
+	w.mu.Unlock()
+	syncs0, sync0, cpu0 := w.count(), tb.totalSync(), cpuWithChildren()
+	start := time.Now()
+	for i := 0; i < o.burst; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * o.burstOver / time.Duration(o.burst))))
+		svc := (i * 7919) % o.n
+		gens := make([]int, o.eps)
+		gens[0] = 3
+		mu.Lock()
+		pending[i] = burstUpdate{name: portName(svc), ip: endpointIP(svc, 0, 3), sent: time.Now()}
+		mu.Unlock()
+		if _, err := client.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, sliceObj(svc, o.eps, gens), metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("burst update %d: %w", i, err)
+		}
+	}
+	if err := wait(all, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("burst: %w", err)
+	}
+	res.Wall, res.CPU = time.Since(start), cpuWithChildren()-cpu0
+	res.SyncTime, res.Syncs = tb.totalSync()-sync0, w.count()-syncs0
+	return res, nil
+}
+
+// cpuWithChildren is the user+sys CPU of this process and of its
+// waited-for children (iptables-restore, iptables-save).
+func cpuWithChildren() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	var d time.Duration
+	for _, t := range []syscall.Timeval{self.Utime, self.Stime, kids.Utime, kids.Stime} {
+		d += time.Duration(t.Nano())
+	}
+	return d
+}
