@@ -129,6 +129,7 @@ type childOpts struct {
 	daemonDefaults               bool   // the daemon's sync periods, else no periodic sync
 	burst                        int    // EndpointSlice updates in the burst, 0 for none
 	burstOver                    time.Duration
+	settle                       time.Duration // after the first sync
 }
 
 func runChild(o childOpts) (*childResult, error) {
@@ -158,6 +159,7 @@ func runChild(o childOpts) (*childResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	time.Sleep(o.settle)
 	for i := 0; i < o.changes; i++ {
 		// Each change replaces endpoint 0 of another service (7919 is
 		// prime: no service repeats before all were changed once).

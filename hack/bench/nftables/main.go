@@ -32,13 +32,14 @@ func main() {
 	defaults := flag.Bool("daemon-defaults", false, "with -child: the daemon's default sync periods (else no periodic sync)")
 	burst := flag.Int("burst", 0, "with -child: EndpointSlice updates in a burst after the rest")
 	burstOver := flag.Duration("burst-over", 10*time.Second, "with -child: the span of the burst")
+	settle := flag.Duration("settle", 0, "with -child: pause after the first sync before measuring")
 	rows := flag.String("rows", "", "run the end-to-end latency suite (-suite-*) and write its table rows here")
 	suite := addSuiteFlags()
 	flag.Parse()
 	if *child {
 		n, _ := strconv.Atoi(*scales)
 		res, err := runChild(childOpts{n: n, eps: *eps, changes: *changes, newServices: *newSvcs,
-			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver})
+			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)

@@ -23,6 +23,7 @@ type suiteConfig struct {
 	newScale, newServices int
 	burstScale, burst     int
 	burstOver             time.Duration
+	settle                time.Duration
 }
 
 func addSuiteFlags() *suiteConfig {
@@ -33,6 +34,7 @@ func addSuiteFlags() *suiteConfig {
 	flag.IntVar(&c.burstScale, "suite-burst-scale", 10000, "services under the burst (0 skips)")
 	flag.IntVar(&c.burst, "suite-burst", 1000, "EndpointSlice updates in the burst")
 	flag.DurationVar(&c.burstOver, "suite-burst-over", 10*time.Second, "span of the burst")
+	flag.DurationVar(&c.settle, "suite-settle", 5*time.Second, "pause after the first sync before measuring")
 	return c
 }
 
@@ -49,7 +51,10 @@ func runSuite(c *suiteConfig, eps int, path string) error {
 		rows = append(rows, strings.Join([]string{"end to end, default flags", kase, figure, value, target, met}, "\t"))
 	}
 	for _, be := range strings.Fields(c.backends) {
-		common := []string{"-backend=" + be, "-daemon-defaults"}
+		// -settle: a node that has been up a while, not one whose first
+		// full sync just spent the runner's sync budget (which then holds
+		// the next sync back by up to 2 s).
+		common := []string{"-backend=" + be, "-daemon-defaults", "-settle", c.settle.String()}
 		if c.newScale > 0 {
 			fmt.Fprintf(os.Stderr, "bench: %s: %d new services on %d\n", be, c.newServices, c.newScale)
 			res, err := inNetns(func(ns string) (*childResult, error) {
@@ -98,7 +103,8 @@ func burstRows(add addRow, be string, c *suiteConfig, eps int, res *childResult)
 	add(kase, what+": syncs", strconv.Itoa(b.Syncs), "-", false)
 	add(kase, what+": update -> synced p50", ms(percentile(b.Latencies, 50)), "-", false)
 	add(kase, what+": update -> synced p99", ms(p99), "<= 2 s", p99 <= targetBurstP99)
-	add(kase, what+": CPU, process + children", fmt.Sprintf("%.1f%% of one core over %.1f s", 100*cpu, b.Wall.Seconds()), "<= 50%", cpu <= targetBurstCPU)
+	add(kase, what+": CPU, process + children", fmt.Sprintf("%.1f%% of one core over %.1f s (children %.1f%%; the process includes the fake API server)",
+		100*cpu, b.Wall.Seconds(), 100*b.ChildCPU.Seconds()/b.Wall.Seconds()), "<= 50%", cpu <= targetBurstCPU)
 	add(kase, what+": time in backend Sync", fmt.Sprintf("%.1f%% of wall", 100*b.SyncTime.Seconds()/b.Wall.Seconds()), "-", false)
 	add(kase, "first sync (backend Sync)", fmtSeconds(res.FirstSyncBackend), "-", false)
 }
