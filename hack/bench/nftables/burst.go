@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -58,6 +60,13 @@ func runBurst(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *tim
 		}
 	}
 	w.mu.Unlock()
+	if path := os.Getenv("BENCH_BURST_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	syncs0, sync0 := w.count(), tb.totalSync()
 	cpu0, kids0 := cpuWithChildren()
 	start := time.Now()
