@@ -11,9 +11,17 @@
 # BENCH_GOTIME (-benchtime, 3x), BENCH_IPTABLES / BENCH_NFTABLES (1; 0 skips
 # that mode's harness), BENCH_NFT_CHANGES (50), BENCH_NFT_NEW (10),
 # BENCH_USERSPACE (1; 0 skips the userspace vs iptables connection
-# harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000). A small
+# harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000).
+# The end-to-end suite of issue 16 (real proxier, the daemon's default
+# flags; its rows go into the iptables harness's table after the first-sync
+# rows): BENCH_E2E (1; 0 skips it), BENCH_E2E_BACKENDS ("iptables-nft
+# iptables-legacy nftables"), BENCH_E2E_NEW_SCALE (1000; 0 skips the new
+# services), BENCH_E2E_NEW (20), BENCH_E2E_BURST_SCALE (10000; 0 skips the
+# burst), BENCH_E2E_BURST (1000), BENCH_E2E_BURST_OVER (10s),
+# BENCH_E2E_SETTLE (5s: pause after the first sync, whose cost the runner's
+# budget charges to the next 2 s; 0s measures right after it). A small
 # CI-sized run:
-#   BENCH_SCALES=1000 BENCH_RUNS=1 BENCH_CHUNKS= BENCH_GO=0 hack/bench.sh
+#   BENCH_SCALES=1000 BENCH_RUNS=1 BENCH_CHUNKS= BENCH_GO=0 BENCH_E2E_BURST_SCALE=1000 hack/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -38,14 +46,26 @@ if [ "${BENCH_GO:-1}" != 0 ]; then
   done
   args+=(-gobench "$tmp/gobench.txt")
 fi
+$GO build -o "$tmp/bench-nftables" ./hack/bench/nftables
+# End to end through the proxier with the daemon's defaults: new services
+# on 1k, a burst of EndpointSlice updates at 10k, per backend.
+if [ "${BENCH_E2E:-1}" != 0 ]; then
+  "$tmp/bench-nftables" -rows "$tmp/e2e.tsv" -endpoints "${BENCH_ENDPOINTS:-10}" \
+    -suite-backends "${BENCH_E2E_BACKENDS:-iptables-nft iptables-legacy nftables}" \
+    -suite-new-scale "${BENCH_E2E_NEW_SCALE:-1000}" -suite-new "${BENCH_E2E_NEW:-20}" \
+    -suite-burst-scale "${BENCH_E2E_BURST_SCALE:-10000}" -suite-burst "${BENCH_E2E_BURST:-1000}" \
+    -suite-burst-over "${BENCH_E2E_BURST_OVER:-10s}" -suite-settle "${BENCH_E2E_SETTLE:-5s}"
+  args+=(-e2e "$tmp/e2e.tsv")
+fi
 if [ "${BENCH_IPTABLES:-1}" != 0 ]; then
   $GO build -o "$tmp/bench-iptables" ./hack/bench/iptables
   "$tmp/bench-iptables" "${args[@]}"
+elif [ "${BENCH_E2E:-1}" != 0 ]; then
+  column -t -s $'\t' "$tmp/e2e.tsv"
 fi
 # The nftables mode: first sync vs `nft -f` of the same ruleset, end-to-end
 # one-endpoint changes and new services through the proxier, RSS.
 if [ "${BENCH_NFTABLES:-1}" != 0 ]; then
-  $GO build -o "$tmp/bench-nftables" ./hack/bench/nftables
   "$tmp/bench-nftables" -scales "${BENCH_SCALES:-1000 10000}" -runs "${BENCH_RUNS:-3}" \
     -endpoints "${BENCH_ENDPOINTS:-10}" -changes "${BENCH_NFT_CHANGES:-50}" -new-services "${BENCH_NFT_NEW:-10}"
 fi

@@ -19,6 +19,7 @@ type config struct {
 	chunks    []int // ChunkRules values of the sweep; empty skips it
 	memory    bool
 	goBench   string // `go test -bench` output to include; "" for none
+	e2eRows   string // rows of hack/bench/nftables -rows to include; "" for none
 	memProbe  string // hidden: "mode:services" runs the memory probe child
 }
 
@@ -41,6 +42,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool)) (*config,
 	memory := fs.String("memory", env("BENCH_MEMORY", "1"), "measure heap/RSS after a full sync at the largest scale")
 	c := &config{}
 	fs.StringVar(&c.goBench, "gobench", "", "file with `go test -bench` output to include in the table")
+	fs.StringVar(&c.e2eRows, "e2e", "", "file with the end-to-end suite's rows (hack/bench/nftables -rows) to include after the scale rows")
 	fs.StringVar(&c.memProbe, "memprobe", "", "internal: run the memory probe (mode:services)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -46,6 +47,11 @@ func run(ctx context.Context, cfg *config) error {
 			if err := measureScale(ctx, cfg, mode, n, rep); err != nil {
 				return fmt.Errorf("%s: %w", scaleCase(mode, n, cfg.endpoints), err)
 			}
+		}
+	}
+	if cfg.e2eRows != "" {
+		if err := addE2ERows(cfg.e2eRows, rep); err != nil {
+			return err
 		}
 	}
 	if len(cfg.chunks) > 0 && contains(cfg.modes, "nft") {
@@ -91,6 +97,26 @@ func addGoBench(path string, rep *report) error {
 	}
 	for _, g := range results {
 		rep.add("go micro-benchmarks", g.pkg, g.name, g.summary())
+	}
+	return nil
+}
+
+// addE2ERows includes rows measured by the end-to-end suite, one per line,
+// tab-separated: section, case, figure, value, target, met.
+func addE2ERows(path string, rep *report) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 6 {
+			return fmt.Errorf("%s: want 6 tab-separated fields: %q", path, line)
+		}
+		rep.rows = append(rep.rows, row{section: f[0], kase: f[1], metric: f[2], value: f[3], target: f[4], met: f[5]})
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -30,6 +29,7 @@ type childResult struct {
 	RSSAfterFirst    int64         // bytes
 	Changes          []change
 	NewServices      []change
+	Burst            *burstResult `json:",omitempty"`
 }
 
 // change is one measured API update.
@@ -38,13 +38,15 @@ type change struct {
 	Backend time.Duration // the backend's Sync of it
 	Sys     time.Duration // kernel CPU of this process meanwhile
 	User    time.Duration // own CPU meanwhile (fake API server included)
+	Syncs   int           // syncs from the update to the one that wrote it
 }
 
 // timedBackend records how long each Sync takes.
 type timedBackend struct {
 	proxier.Backend
-	mu   sync.Mutex
-	last time.Duration
+	mu    sync.Mutex
+	last  time.Duration
+	total time.Duration // of every Sync so far
 }
 
 func (t *timedBackend) Sync(ctx context.Context, st *proxier.State, d *proxier.Diff) (proxier.SyncResult, error) {
@@ -55,6 +57,7 @@ func (t *timedBackend) Sync(ctx context.Context, st *proxier.State, d *proxier.D
 	}
 	t.mu.Lock()
 	t.last = time.Since(start)
+	t.total += t.last
 	t.mu.Unlock()
 	return res, err
 }
@@ -65,20 +68,39 @@ func (t *timedBackend) lastSync() time.Duration {
 	return t.last
 }
 
-// syncWatch hands every synced State to whoever waits for a condition.
+func (t *timedBackend) totalSync() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total
+}
+
+// syncWatch counts syncs and hands every synced State to whoever waits
+// for a condition, and to onSync.
 type syncWatch struct {
-	mu   sync.Mutex
-	cond func(*proxier.State) bool
-	done chan struct{}
+	mu     sync.Mutex
+	syncs  int
+	cond   func(*proxier.State) bool
+	done   chan struct{}
+	onSync func(*proxier.State)
 }
 
 func (w *syncWatch) PostSync(_ context.Context, st *proxier.State, _ *proxier.Diff) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.syncs++
+	if w.onSync != nil {
+		w.onSync(st)
+	}
 	if w.cond != nil && w.cond(st) {
 		w.cond = nil
 		close(w.done)
 	}
+}
+
+func (w *syncWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.syncs
 }
 
 // arm sets the condition the next wait waits for.
@@ -100,21 +122,76 @@ func (nullBackend) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier
 }
 func (nullBackend) Cleanup(context.Context) error { return nil }
 
-func runChild(n, eps, changes, newServices int, null bool) (*childResult, error) {
-	client := fake.NewClientset(objects(n, eps)...)
+// childOpts is what one child measures.
+type childOpts struct {
+	n, eps, changes, newServices int
+	backend                      string // see newBackend; "null" programs nothing
+	daemonDefaults               bool   // the daemon's sync periods, else no periodic sync
+	burst                        int    // EndpointSlice updates in the burst, 0 for none
+	burstOver                    time.Duration
+	settle                       time.Duration // after the first sync
+}
+
+func runChild(o childOpts) (*childResult, error) {
+	// The simple tracker: NewClientset's field-managed one builds a REST
+	// mapper on every Update, a third of the process's CPU in a burst of
+	// updates at 10k services; a real API server is another process.
+	client := fake.NewSimpleClientset(objects(o.n, o.eps)...)
+	m := metrics.New(nil)
 	var be proxier.Backend = nullBackend{}
-	if !null {
-		nb, err := nftables.New(nftables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)}, Conn: nftables.NewNetlinkConn()})
+	if o.backend != "null" {
+		b, err := newBackend(o.backend, m)
 		if err != nil {
 			return nil, err
 		}
-		be = nb
+		be = b
+	}
+	cfg := proxier.Config{NodeName: nodeName, SyncPeriod: time.Hour}
+	if o.daemonDefaults {
+		var err error
+		if cfg.MinSyncPeriod, cfg.SyncPeriod, err = daemonPeriods(o.backend); err != nil {
+			return nil, err
+		}
 	}
 	tb := &timedBackend{Backend: be}
 	w := &syncWatch{}
-	p := proxier.New(client, tb, proxier.Config{NodeName: nodeName, SyncPeriod: time.Hour}, metrics.New(nil), nil, nil, w)
+	p := proxier.New(client, tb, cfg, m, nil, nil, w)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	res, err := firstSync(ctx, p, tb, w, o.n)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(o.settle)
+	for i := 0; i < o.changes; i++ {
+		// Each change replaces endpoint 0 of another service (7919 is
+		// prime: no service repeats before all were changed once).
+		c, err := oneEndpointChange(ctx, client, w, tb, (i*7919)%o.n, o.eps, 1+(i/o.n)%3)
+		if err != nil {
+			return nil, err
+		}
+		res.Changes = append(res.Changes, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; i < o.newServices; i++ {
+		c, err := newService(ctx, client, w, tb, o.n+i, o.eps)
+		if err != nil {
+			return nil, err
+		}
+		res.NewServices = append(res.NewServices, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if o.burst > 0 {
+		if res.Burst, err = runBurst(ctx, client, w, tb, o); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// firstSync starts the proxier and waits for the sync that wrote all n
+// services, then takes RSS (and profiles when asked).
+func firstSync(ctx context.Context, p *proxier.Proxier, tb *timedBackend, w *syncWatch, n int) (*childResult, error) {
 	res := &childResult{}
 	first := w.arm(func(st *proxier.State) bool { return len(st.Services) == n })
 	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
@@ -144,24 +221,6 @@ func runChild(n, eps, changes, newServices int, null bool) (*childResult, error)
 			f.Close()
 		}
 	}
-	for i := 0; i < changes; i++ {
-		// Each change replaces endpoint 0 of another service (7919 is
-		// prime: no service repeats before all were changed once).
-		c, err := oneEndpointChange(ctx, client, w, tb, (i*7919)%n, eps, 1+(i/n)%3)
-		if err != nil {
-			return nil, err
-		}
-		res.Changes = append(res.Changes, c)
-		time.Sleep(50 * time.Millisecond)
-	}
-	for i := 0; i < newServices; i++ {
-		c, err := newService(ctx, client, w, tb, n+i, eps)
-		if err != nil {
-			return nil, err
-		}
-		res.NewServices = append(res.NewServices, c)
-		time.Sleep(50 * time.Millisecond)
-	}
 	return res, nil
 }
 
@@ -175,7 +234,7 @@ func oneEndpointChange(ctx context.Context, client *fake.Clientset, w *syncWatch
 		e := st.Endpoints[portName(i)]
 		return len(e) > 0 && hasIP(e, want)
 	})
-	return measure(tb, done, func() error {
+	return measure(w, tb, done, func() error {
 		_, err := client.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, slice, metav1.UpdateOptions{})
 		return err
 	})
@@ -183,8 +242,10 @@ func oneEndpointChange(ctx context.Context, client *fake.Clientset, w *syncWatch
 
 // newService creates service i and its slice of eps endpoints.
 func newService(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *timedBackend, i, eps int) (change, error) {
-	done := w.arm(func(st *proxier.State) bool { return len(st.Endpoints[portName(i)]) == eps })
-	return measure(tb, done, func() error {
+	done := w.arm(func(st *proxier.State) bool {
+		return st.Services[portName(i)] != nil && len(st.Endpoints[portName(i)]) == eps
+	})
+	return measure(w, tb, done, func() error {
 		if _, err := client.CoreV1().Services(benchNS).Create(ctx, serviceObj(i), metav1.CreateOptions{}); err != nil {
 			return err
 		}
@@ -193,7 +254,8 @@ func newService(ctx context.Context, client *fake.Clientset, w *syncWatch, tb *t
 	})
 }
 
-func measure(tb *timedBackend, done <-chan struct{}, update func() error) (change, error) {
+func measure(w *syncWatch, tb *timedBackend, done <-chan struct{}, update func() error) (change, error) {
+	syncs0 := w.count()
 	sys0, user0 := cpu()
 	start := time.Now()
 	if err := update(); err != nil {
@@ -204,7 +266,7 @@ func measure(tb *timedBackend, done <-chan struct{}, update func() error) (chang
 	}
 	lat := time.Since(start)
 	sys1, user1 := cpu()
-	return change{Latency: lat, Backend: tb.lastSync(), Sys: sys1 - sys0, User: user1 - user0}, nil
+	return change{Latency: lat, Backend: tb.lastSync(), Sys: sys1 - sys0, User: user1 - user0, Syncs: w.count() - syncs0}, nil
 }
 
 func hasIP(eps []proxier.Endpoint, ip netip.Addr) bool {

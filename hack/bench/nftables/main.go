@@ -28,11 +28,18 @@ func main() {
 	runs := flag.Int("runs", 3, "runs per scale, each in a fresh namespace")
 	changes := flag.Int("changes", 50, "one-endpoint changes per run")
 	newSvcs := flag.Int("new-services", 10, "new services per run")
-	null := flag.Bool("null-backend", false, "with -child: program nothing (the RSS baseline)")
+	backend := flag.String("backend", backendNFTables, "with -child: nftables, iptables-nft, iptables-legacy or null (program nothing: the RSS baseline)")
+	defaults := flag.Bool("daemon-defaults", false, "with -child: the daemon's default sync periods (else no periodic sync)")
+	burst := flag.Int("burst", 0, "with -child: EndpointSlice updates in a burst after the rest")
+	burstOver := flag.Duration("burst-over", 10*time.Second, "with -child: the span of the burst")
+	settle := flag.Duration("settle", 0, "with -child: pause after the first sync before measuring")
+	rows := flag.String("rows", "", "run the end-to-end latency suite (-suite-*) and write its table rows here")
+	suite := addSuiteFlags()
 	flag.Parse()
 	if *child {
 		n, _ := strconv.Atoi(*scales)
-		res, err := runChild(n, *eps, *changes, *newSvcs, *null)
+		res, err := runChild(childOpts{n: n, eps: *eps, changes: *changes, newServices: *newSvcs,
+			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
@@ -43,6 +50,13 @@ func main() {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (network namespaces)")
 		os.Exit(1)
+	}
+	if *rows != "" {
+		if err := runSuite(suite, *eps, *rows); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	for _, s := range strings.Fields(*scales) {
 		n, err := strconv.Atoi(s)
@@ -61,7 +75,7 @@ func main() {
 func scale(n, eps, runs, changes, newSvcs int) error {
 	var results []*childResult
 	for r := 0; r < runs; r++ {
-		res, err := inNetns(func(ns string) (*childResult, error) { return runChildIn(ns, n, eps, changes, newSvcs) })
+		res, err := inNetns(func(ns string) (*childResult, error) { return runChildIn(ns, childArgs(n, eps, changes, newSvcs)...) })
 		if err != nil {
 			return fmt.Errorf("%d services, run %d: %w", n, r+1, err)
 		}
@@ -71,7 +85,9 @@ func scale(n, eps, runs, changes, newSvcs int) error {
 	if err != nil {
 		return fmt.Errorf("%d services, floor: %w", n, err)
 	}
-	base, err := inNetns(func(ns string) (*childResult, error) { return runChildIn(ns, n, eps, 0, 0, "-null-backend") })
+	base, err := inNetns(func(ns string) (*childResult, error) {
+		return runChildIn(ns, append(childArgs(n, eps, 0, 0), "-backend=null")...)
+	})
 	if err != nil {
 		return fmt.Errorf("%d services, baseline: %w", n, err)
 	}
@@ -79,14 +95,18 @@ func scale(n, eps, runs, changes, newSvcs int) error {
 	return nil
 }
 
-func runChildIn(ns string, n, eps, changes, newSvcs int, extra ...string) (*childResult, error) {
+func childArgs(n, eps, changes, newSvcs int) []string {
+	return []string{"-scales", strconv.Itoa(n), "-endpoints", strconv.Itoa(eps),
+		"-changes", strconv.Itoa(changes), "-new-services", strconv.Itoa(newSvcs)}
+}
+
+// runChildIn runs this binary with -child and args in namespace ns.
+func runChildIn(ns string, args ...string) (*childResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"netns", "exec", ns, self, "-child", "-scales", strconv.Itoa(n),
-		"-endpoints", strconv.Itoa(eps), "-changes", strconv.Itoa(changes), "-new-services", strconv.Itoa(newSvcs)}, extra...)
-	cmd := exec.Command("ip", args...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, self, "-child"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
