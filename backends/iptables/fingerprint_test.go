@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
@@ -18,7 +19,7 @@ import (
 type fingerprintFake struct {
 	*listingFake
 	writes  int
-	saves   int
+	saves   atomic.Int32 // the first sync saves the tables concurrently
 	counted []string
 }
 
@@ -27,7 +28,7 @@ func (f *fingerprintFake) Fingerprint(context.Context, runner.Family) (uint64, e
 }
 
 func (f *fingerprintFake) SaveTable(ctx context.Context, fam runner.Family, table string) ([]byte, error) {
-	f.saves++
+	f.saves.Add(1)
 	return f.Fake.SaveTable(ctx, fam, table)
 }
 
@@ -70,17 +71,18 @@ func TestVerifyReadsNothingWhileUntouched(t *testing.T) {
 			st, names := partialFixture()
 			mustSync(t, b, st, fullDiff())
 			mustSync(t, b, st, changedDiff(false, names[1]))
-			fake.lists, fake.saves = 0, 0
-			if res := mustSync(t, b, st, periodicDiff()); res.Full || fake.lists != 0 || fake.saves != 0 {
-				t.Fatalf("untouched: full %v, %d listings, %d saves; want partial, none", res.Full, fake.lists, fake.saves)
+			fake.lists = 0
+			fake.saves.Store(0)
+			if res := mustSync(t, b, st, periodicDiff()); res.Full || fake.lists != 0 || fake.saves.Load() != 0 {
+				t.Fatalf("untouched: full %v, %d listings, %d saves; want partial, none", res.Full, fake.lists, fake.saves.Load())
 			}
 			svcChain := chainsFor(names[0]).cluster
 			if err := fake.FlushChain(runner.IPv4, "nat", svcChain); err != nil {
 				t.Fatal(err)
 			}
 			n := len(fake.Restores())
-			if res := mustSync(t, b, st, periodicDiff()); res.Full || fake.saves != 0 {
-				t.Fatalf("after a flush: full %v, %d saves; want a partial sync, no save", res.Full, fake.saves)
+			if res := mustSync(t, b, st, periodicDiff()); res.Full || fake.saves.Load() != 0 {
+				t.Fatalf("after a flush: full %v, %d saves; want a partial sync, no save", res.Full, fake.saves.Load())
 			}
 			assertWroteOnly(t, restoresSince(fake.Fake, n), svcChain)
 			assertMatchesReference(t, fake.Fake, nil, st)
@@ -119,7 +121,7 @@ func TestVerifyForeignWriter(t *testing.T) {
 			b.runner = fake
 			st := bigState(50, 3)
 			mustSync(t, b, st, fullDiff())
-			fake.saves = 0 // the first sync saved nat for leftovers
+			fake.saves.Store(0) // the first sync saved the tables
 			if _, err := fake.EnsureChain(runner.IPv4, "nat", "DOCKER"); err != nil {
 				t.Fatal(err)
 			}
@@ -127,8 +129,8 @@ func TestVerifyForeignWriter(t *testing.T) {
 			if res := mustSync(t, b, st, periodicDiff()); res.Full || len(restoresSince(fake.Fake, n)) != 0 {
 				t.Fatalf("after a foreign write: full %v, %d restores; want none", res.Full, len(restoresSince(fake.Fake, n)))
 			}
-			if len(fake.counted) != 0 || fake.saves != 0 {
-				t.Errorf("counted the rules of %d chains, saved %d tables; want none", len(fake.counted), fake.saves)
+			if len(fake.counted) != 0 || fake.saves.Load() != 0 {
+				t.Errorf("counted the rules of %d chains, saved %d tables; want none", len(fake.counted), fake.saves.Load())
 			}
 		})
 	}

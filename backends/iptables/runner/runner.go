@@ -41,7 +41,8 @@ type Interface interface {
 	// (the kernel's behaviour). Errors are *RestoreError.
 	Restore(ctx context.Context, fam Family, data []byte) error
 	// SaveTable returns `iptables-save -t table`. Slow on big tables: for
-	// cleanup, canary checks and tests, not for every sync.
+	// cleanup, canary checks and tests, not for every sync. The first
+	// full sync calls it for several tables at once.
 	SaveTable(ctx context.Context, fam Family, table string) ([]byte, error)
 	// EnsureChain creates the chain unless it exists.
 	EnsureChain(fam Family, table, chain string) (existed bool, err error)
