@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -69,11 +70,21 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 	if err != nil {
 		return nil, err
 	}
+	routing, err := userspace.NewNetlinkRouting(netns.None())
+	if err != nil {
+		return nil, err
+	}
 	cfg := userspace.Config{
 		Runner:         r,
+		Routing:        routing,
 		Families:       families(o),
 		ClusterCIDRs:   o.ClusterCIDRs,
 		UDPIdleTimeout: o.UDPIdleTimeout,
+		MasqueradeBit:  int(o.MasqueradeBit),
+		Transparent:    o.UserspaceTransparent,
+		// SIGTERM: connections being relayed get this long to finish
+		// while new ones take the kernel fallback.
+		ShutdownGrace: 2 * time.Second,
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: o.IPTables.SyncPeriod,

@@ -46,6 +46,7 @@ type rawConfig struct {
 	IPVSUDPTimeout        time.Duration
 	IPVSStrictARP         bool
 	UDPIdleTimeout        time.Duration
+	UserspaceTransparent  bool
 	EnableProfiling       bool
 
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
@@ -57,19 +58,20 @@ type rawConfig struct {
 
 func defaultRawConfig() *rawConfig {
 	return &rawConfig{
-		Mode:               string(ModeIPTables),
-		KubeAPIQPS:         5,
-		KubeAPIBurst:       10,
-		KubeAPIContentType: "application/vnd.kubernetes.protobuf",
-		ConfigSyncPeriod:   15 * time.Minute,
-		MasqueradeBit:      14,
-		MetricsBindAddress: fmt.Sprintf("127.0.0.1:%d", defaultMetricsPort),
-		HealthzBindAddress: fmt.Sprintf("0.0.0.0:%d", defaultHealthzPort),
-		IPTablesSyncPeriod: 30 * time.Second,
-		IPVSScheduler:      "rr",
-		IPVSSyncPeriod:     30 * time.Second,
-		UDPIdleTimeout:     250 * time.Millisecond,
-		fromFile:           map[string]bool{},
+		Mode:                 string(ModeIPTables),
+		KubeAPIQPS:           5,
+		KubeAPIBurst:         10,
+		KubeAPIContentType:   "application/vnd.kubernetes.protobuf",
+		ConfigSyncPeriod:     15 * time.Minute,
+		MasqueradeBit:        14,
+		MetricsBindAddress:   fmt.Sprintf("127.0.0.1:%d", defaultMetricsPort),
+		HealthzBindAddress:   fmt.Sprintf("0.0.0.0:%d", defaultHealthzPort),
+		IPTablesSyncPeriod:   30 * time.Second,
+		IPVSScheduler:        "rr",
+		IPVSSyncPeriod:       30 * time.Second,
+		UDPIdleTimeout:       250 * time.Millisecond,
+		UserspaceTransparent: true,
+		fromFile:             map[string]bool{},
 	}
 }
 
@@ -108,6 +110,7 @@ func settings() []setting {
 		{"ipvs-udp-timeout", "ipvs.udpTimeout", "IPVSUDPTimeout"},
 		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
+		{"userspace-transparent", "", "UserspaceTransparent"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
 	}
 }
@@ -142,6 +145,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")
 	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
+	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 }
 

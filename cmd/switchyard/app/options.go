@@ -68,6 +68,10 @@ type Options struct {
 	// UDPIdleTimeout is how long the userspace proxy keeps an idle UDP
 	// session.
 	UDPIdleTimeout time.Duration
+	// UserspaceTransparent: the userspace proxy connects to local
+	// endpoints of externalTrafficPolicy Local services from the
+	// client's address (--userspace-transparent).
+	UserspaceTransparent bool
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
 }

@@ -56,8 +56,9 @@ func (r *rawConfig) options() (*Options, error) {
 			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
 			StrictARP: r.IPVSStrictARP,
 		},
-		UDPIdleTimeout:  r.UDPIdleTimeout,
-		EnableProfiling: r.EnableProfiling,
+		UDPIdleTimeout:       r.UDPIdleTimeout,
+		UserspaceTransparent: r.UserspaceTransparent,
+		EnableProfiling:      r.EnableProfiling,
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()
