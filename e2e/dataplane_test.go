@@ -75,6 +75,8 @@ func runDataplaneTable(t *testing.T, mode string) {
 		t.Run("ipvsadm listing", func(t *testing.T) { testIPVSListing(t, m) })
 	case "nftables":
 		t.Run("nft list table", func(t *testing.T) { testNFTListing(t, m) })
+	case "userspace":
+		t.Run("eTP=Local source with local and remote endpoints", func(t *testing.T) { testUserspaceSourceLocalRemote(t, m) })
 	}
 	t.Run("prometheus scrapes sync metrics", func(t *testing.T) { testPrometheus(t, m) })
 	t.Run("--cleanup removes everything", func(t *testing.T) { testCleanup(t, m) })
@@ -111,6 +113,14 @@ func testCleanup(t *testing.T, m *modeEnv) {
 	}
 	if m.mode == "ipvs" {
 		checkIPVSCleanedUp(t, m)
+	}
+	if m.mode == "userspace" { // its policy routing for transparent sockets
+		if out := nodeCommand(t, m, "ip", "rule", "show"); strings.Contains(out, "lookup 2510") {
+			t.Errorf("ip rule after --cleanup still has the userspace rule:\n%s", out)
+		}
+		if out := nodeCommand(t, m, "ip", "route", "show", "table", "2510"); strings.TrimSpace(out) != "" {
+			t.Errorf("routing table 2510 after --cleanup:\n%s", out)
+		}
 	}
 	if m.mode == "nftables" {
 		checkNFTCleanedUp(t, m)
@@ -327,9 +337,9 @@ func testExternalLocal(t *testing.T, m *modeEnv) {
 	np := hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort)
 	waitServed(t, m.Topo.ClientNS, "tcp", np, podNames(local), true)
 	r, err := framework.Echo(t.Context(), m.Topo.ClientNS, "tcp", np)
-	// A userspace proxy opens its own connection to the pod, so the
-	// client address cannot survive; the kernel modes keep it.
-	if m.mode != "userspace" && (err != nil || r.SourceIP() != m.Topo.ClientIP) {
+	// The userspace proxy connects to the local pod from the client's
+	// address (--userspace-transparent); the kernel modes keep it.
+	if err != nil || r.SourceIP() != m.Topo.ClientIP {
 		t.Errorf("eTP=Local NodePort: pod saw source %q (err %v), want the client %s unmasqueraded", r.SourceIP(), err, m.Topo.ClientIP)
 	}
 	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(svc.Spec.ClusterIP, 80), podNames(m.Topo.Pods), true)

@@ -38,6 +38,8 @@ func TestFaults(t *testing.T) {
 		{"daemon-sigkill", testDaemonKilled},
 		{"rules-tampered", testRulesTampered},
 		{"userspace-rules-wiped", testUserspaceWiped},
+		{"userspace-daemon-sigkill", testUserspaceRestart("SIGKILL")},
+		{"userspace-daemon-sigterm", testUserspaceRestart("SIGTERM")},
 		{"restore-failure", testRestoreFailure},
 		{"xtables-lock", testXtablesLock},
 		{"service-burst", testServiceBurst},

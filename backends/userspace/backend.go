@@ -35,6 +35,7 @@ type Backend struct {
 	flush      map[flushKey]struct{} // UDP proxy ports whose conntrack entries must go
 	skipped    skippedPorts          // SCTP service ports, logged once (skipped.go)
 	holds      nodePortHolds         // NodePort reservations (nodeports.go)
+	sentinels  map[sentinelKey]sentinel
 	closed     bool
 }
 
@@ -62,6 +63,7 @@ func New(cfg Config) (*Backend, error) {
 		verifiedAt: map[runner.Family]time.Time{},
 		flush:      map[flushKey]struct{}{},
 		holds:      nodePortHolds{open: map[holdKey]io.Closer{}},
+		sentinels:  map[sentinelKey]sentinel{},
 	}, nil
 }
 
@@ -89,9 +91,11 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	b.noteSkippedLocked(st)
 	plans := map[v1.IPFamily][]servicePlan{}
 	specs := map[socketKey]socketSpec{}
+	sentinels := map[sentinelKey]string{}
 	for _, fam := range b.cfg.Families {
 		plans[fam] = planFamily(st, fam)
-		addSpecs(specs, plans[fam])
+		addSpecs(specs, plans[fam], b.insideOf(fam, st))
+		sentinelKeys(sentinels, plans[fam])
 	}
 	if err := b.openLocked(specs); err != nil {
 		return proxier.SyncResult{}, err
@@ -102,13 +106,15 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
 			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
-			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)}
+			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam),
+			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark()}
 		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
 		if err != nil {
 			return proxier.SyncResult{}, err
 		}
 		res.Full = res.Full || full
 	}
+	b.syncSentinelsLocked(sentinels)
 	b.retireLocked(specs)
 	b.sockets = shrink.Map(b.sockets, &b.peak)
 	// The rules in force no longer lead to the flushed ports; a failed
@@ -156,13 +162,14 @@ func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
 			b.flush[flushKey{family: key.family, port: s.port()}] = struct{}{}
 		}
 		s.update(spec.endpoints, spec.affinity)
+		s.setTransparency(spec.transparency)
 	}
 	return errors.Join(errs...)
 }
 
 func (b *Backend) open(key socketKey, proto v1.Protocol) (proxySocket, error) {
 	label := key.name.String()
-	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets}
+	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, tr: &trState{}}
 	addr := netip.AddrPortFrom(b.cfg.listenIP(key.family), 0)
 	var s proxySocket
 	var err error
@@ -208,6 +215,10 @@ func (b *Backend) applyLocked(ctx context.Context, fam runner.Family, payload []
 			delete(b.applied, fam)
 			return err
 		}
+		if err := b.ensureRouting(fam); err != nil {
+			delete(b.applied, fam)
+			return err
+		}
 	}
 	b.applied[fam] = payload
 	return nil
@@ -244,6 +255,11 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	var errs []error
 	for _, fam := range b.cfg.Families {
 		errs = append(errs, removeRules(b.cfg.Runner, runnerFamily(fam)))
+		if b.cfg.Routing != nil {
+			if err := b.cfg.Routing.RemovePolicyRoute(fam, b.cfg.policyRoute()); err != nil {
+				errs = append(errs, fmt.Errorf("userspace: remove %s policy routing: %w", fam, err))
+			}
+		}
 	}
 	clear(b.applied)
 	return errors.Join(errs...)
@@ -258,6 +274,8 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.closeSentinelsLocked()
+	b.drainLocked()
 	for key, s := range b.sockets {
 		s.close(false)
 		b.metrics.release(key.name.String())
@@ -270,6 +288,53 @@ func (b *Backend) Close() error {
 	b.releaseHoldsLocked()
 	return nil
 }
+
+// ensureRouting adds the policy routing of fam, if the backend writes
+// any.
+func (b *Backend) ensureRouting(fam runner.Family) error {
+	if b.cfg.Routing == nil {
+		return nil
+	}
+	if err := b.cfg.Routing.EnsurePolicyRoute(familyOfRunner(fam), b.cfg.policyRoute()); err != nil {
+		return fmt.Errorf("userspace: %s policy routing: %w", fam, err)
+	}
+	return nil
+}
+
+// drainLocked, with the sentinels closed (new connections now go to the
+// kernel fallback), gives connections already on their way to a proxy
+// socket a moment to be accepted, stops accepting and lets the TCP
+// connections being relayed finish, for up to Config.ShutdownGrace.
+func (b *Backend) drainLocked() {
+	grace := b.cfg.ShutdownGrace
+	if grace <= 0 {
+		return
+	}
+	time.Sleep(min(grace, handoffDelay))
+	for _, s := range b.sockets {
+		if _, ok := s.(*tcpProxy); ok {
+			s.close(true)
+		}
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		live := 0
+		for _, s := range b.sockets {
+			live += s.active()
+		}
+		for _, s := range b.draining {
+			live += s.active()
+		}
+		if live == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// handoffDelay covers a SYN marked just before its sentinel closed, on
+// its way to the proxy socket's accept queue.
+const handoffDelay = 50 * time.Millisecond
 
 // ProxyPort returns the port of the proxy socket that serves a service
 // port's traffic of one family. external selects the socket for external

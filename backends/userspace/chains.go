@@ -16,6 +16,11 @@ const (
 	chainNodePortContainer = "KUBE-NODEPORT-CONTAINER"
 	chainNodePortHost      = "KUBE-NODEPORT-HOST"
 	chainFilter            = "KUBE-PORTALS-FILTER"
+	// chainMasq (nat POSTROUTING) masquerades what the kernel fallback
+	// DNATed; chainMark (mangle PREROUTING) marks packets for the
+	// proxy's transparent sockets (see render.go).
+	chainMasq = "KUBE-PORTALS-MASQ"
+	chainMark = "KUBE-PORTALS-MARK"
 )
 
 // tableChains is a table and the chains of it this backend owns.
@@ -27,8 +32,9 @@ type tableChains struct {
 // ownedTables lists the backend's chains, in payload order.
 func ownedTables() []tableChains {
 	return []tableChains{
-		{table: "nat", chains: []string{chainPortalsContainer, chainPortalsHost, chainNodePortContainer, chainNodePortHost}},
+		{table: "nat", chains: []string{chainPortalsContainer, chainPortalsHost, chainNodePortContainer, chainNodePortHost, chainMasq}},
 		{table: "filter", chains: []string{chainFilter}},
+		{table: "mangle", chains: []string{chainMark}},
 	}
 }
 
@@ -49,6 +55,8 @@ func jumps() []jump {
 		"-m", "comment", "--comment", "handle service NodePorts; NOTE: this must be the last rule in the chain"}
 	filter := []string{"-m", "conntrack", "--ctstate", "NEW",
 		"-m", "comment", "--comment", "userspace proxy: service ports without usable endpoints"}
+	masq := []string{"-m", "comment", "--comment", "userspace proxy: kernel fallback connections"}
+	mark := []string{"-m", "comment", "--comment", "userspace proxy: packets for transparent proxy sockets"}
 	with := func(args []string, target string) []string {
 		return append(append([]string(nil), args...), "-j", target)
 	}
@@ -60,6 +68,8 @@ func jumps() []jump {
 		{"filter", "INPUT", runner.Prepend, with(filter, chainFilter)},
 		{"filter", "FORWARD", runner.Prepend, with(filter, chainFilter)},
 		{"filter", "OUTPUT", runner.Prepend, with(filter, chainFilter)},
+		{"nat", "POSTROUTING", runner.Prepend, with(masq, chainMasq)},
+		{"mangle", "PREROUTING", runner.Prepend, with(mark, chainMark)},
 	}
 }
 

@@ -26,6 +26,18 @@ const DefaultUDPMaxSessions = 1024
 // first SYN), so a single slow endpoint is not given up too early.
 const DefaultDialTimeout = 3 * time.Second
 
+// Defaults of the marks and the policy routing (see doc.go, "Restarts"
+// and "Client addresses"). Bit 12 (0x1000) is clear of kube-proxy's
+// masquerade (0x4000) and drop (0x8000) bits and of the 0xf00 nibble
+// Cilium uses; table 2510 and priority 9000 sit well before the main
+// table (32766).
+const (
+	DefaultMarkBit       = 12
+	DefaultMasqueradeBit = 14
+	DefaultRouteTable    = 2510
+	DefaultRulePriority  = 9000
+)
+
 // Config configures the userspace backend.
 type Config struct {
 	// Runner runs iptables; required.
@@ -80,6 +92,31 @@ type Config struct {
 	// Registerer receives the backend's metrics; nil leaves them
 	// unregistered.
 	Registerer prometheus.Registerer
+	// MarkBit is the bit of the packet mark that mangle PREROUTING sets
+	// on packets for the proxy's transparent sockets: it tells the nat
+	// rules that a proxy is listening (else they DNAT straight to the
+	// endpoints) and selects the policy routing. 0 means DefaultMarkBit
+	// (bit 0 cannot be chosen).
+	MarkBit int
+	// MasqueradeBit marks the connections the kernel fallback DNATs and
+	// must masquerade (--iptables-masquerade-bit). 0 means
+	// DefaultMasqueradeBit.
+	MasqueradeBit int
+	// RouteTable and RulePriority place the policy routing. 0 means
+	// DefaultRouteTable / DefaultRulePriority.
+	RouteTable, RulePriority int
+	// Routing writes the policy routing; nil leaves it out (then
+	// Transparent has no effect).
+	Routing Routing
+	// Transparent connects to the local endpoints of services with
+	// externalTrafficPolicy Local from the client's own address (for
+	// clients outside the pod network and the node), so that endpoints
+	// see who connected, as in the kernel modes.
+	Transparent bool
+	// ShutdownGrace: Close first hands new connections to the kernel
+	// fallback, then lets relayed TCP connections finish for up to this
+	// long before cutting them. 0 cuts them at once.
+	ShutdownGrace time.Duration
 	// Conntrack deletes the UDP conntrack entries that would keep
 	// clients on a closed or endpoint-less proxy socket (see
 	// ConntrackTable). nil skips that: such clients then wait for their
@@ -114,6 +151,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.VerifyInterval == 0 {
 		c.VerifyInterval = DefaultVerifyInterval
 	}
+	if c.MarkBit == 0 {
+		c.MarkBit = DefaultMarkBit
+	}
+	if c.MasqueradeBit == 0 {
+		c.MasqueradeBit = DefaultMasqueradeBit
+	}
+	if c.MarkBit < 0 || c.MarkBit > 31 || c.MasqueradeBit < 0 || c.MasqueradeBit > 31 || c.MarkBit == c.MasqueradeBit {
+		return c, fmt.Errorf("userspace backend: mark bits %d and %d must be distinct bits 1-31", c.MarkBit, c.MasqueradeBit)
+	}
+	if c.RouteTable == 0 {
+		c.RouteTable = DefaultRouteTable
+	}
+	if c.RulePriority == 0 {
+		c.RulePriority = DefaultRulePriority
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -133,6 +185,13 @@ func (c *Config) listenIP(fam v1.IPFamily) netip.Addr {
 		return netip.IPv4Unspecified()
 	}
 	return netip.IPv6Unspecified()
+}
+
+func (c *Config) mark() uint32     { return 1 << c.MarkBit }
+func (c *Config) masqMark() uint32 { return 1 << c.MasqueradeBit }
+
+func (c *Config) policyRoute() PolicyRoute {
+	return PolicyRoute{Mark: c.mark(), Table: c.RouteTable, Priority: c.RulePriority}
 }
 
 // clusterCIDR is the first pod CIDR of the family (invalid if none).
@@ -166,6 +225,13 @@ func familyOf(a netip.Addr) v1.IPFamily {
 		return v1.IPv4Protocol
 	}
 	return v1.IPv6Protocol
+}
+
+func familyOfRunner(f runner.Family) v1.IPFamily {
+	if f == runner.IPv6 {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
 }
 
 func runnerFamily(f v1.IPFamily) runner.Family {

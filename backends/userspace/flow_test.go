@@ -32,6 +32,10 @@ import (
 // flow is in effect masqueraded and the table's masquerade column (which
 // describes kube-proxy's NAT) does not apply: MasqChecked stays false.
 type flowModel struct {
+	// mark is what mangle PREROUTING sets on packets from outside the
+	// node while the proxy's sentinels listen; 0 models a node whose
+	// daemon is not running (the kernel fallback).
+	mark    uint32
 	b       *Backend
 	traced  map[runner.Family]*iptablestest.Fake
 	nodeIPs []netip.Addr
@@ -39,7 +43,7 @@ type flowModel struct {
 
 func newFlowModel(t *testing.T, b *Backend, fake *iptablestest.Fake, nodeIPs []netip.Addr) *flowModel {
 	t.Helper()
-	m := &flowModel{b: b, traced: map[runner.Family]*iptablestest.Fake{}, nodeIPs: nodeIPs}
+	m := &flowModel{b: b, traced: map[runner.Family]*iptablestest.Fake{}, nodeIPs: nodeIPs, mark: b.cfg.mark()}
 	for _, ip := range nodeIPs {
 		fam := runnerFamily(familyOf(ip))
 		traced, err := redirectAsDNAT(fake, fam, ip)
@@ -72,7 +76,7 @@ func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	fam := runnerFamily(familyOf(p.DstIP))
 	res, err := m.traced[fam].Trace(fam, iptablestest.Packet{
 		SrcIP: p.SrcIP, DstIP: p.DstIP, DstPort: p.DstPort, SrcPort: 40000,
-		Protocol: strings.ToLower(string(p.Protocol)), Local: p.SrcLocal, NodeIPs: m.nodeIPs,
+		Protocol: strings.ToLower(string(p.Protocol)), Local: p.SrcLocal, NodeIPs: m.nodeIPs, Mark: m.markFor(p),
 	})
 	if err != nil {
 		return flowtest.Expect{}, err
@@ -88,6 +92,13 @@ func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	return out, nil
 }
 
+func (m *flowModel) markFor(p flowtest.Packet) uint32 {
+	if p.SrcLocal {
+		return 0 // mangle PREROUTING never sees it
+	}
+	return m.mark
+}
+
 // balancerPicks finds the proxy socket a traced packet was sent to and
 // returns every endpoint its balancer picks for new clients (on a copy, so
 // the real rotation is untouched).
@@ -95,6 +106,9 @@ func (m *flowModel) balancerPicks(fam v1.IPFamily, dnat string) ([]string, error
 	ap, err := netip.ParseAddrPort(dnat)
 	if err != nil {
 		return nil, err
+	}
+	if m.mark == 0 && !slices.Contains(m.nodeIPs, ap.Addr()) {
+		return []string{dnat}, nil // the fallback DNATs to an endpoint
 	}
 	if !slices.Contains(m.nodeIPs, ap.Addr()) {
 		return nil, fmt.Errorf("traffic sent to %s, not to a proxy socket on a node address", dnat)
@@ -142,6 +156,18 @@ func TestFlowTable(t *testing.T) {
 	env := flowBackend(t, node)
 	env.sync(t, state)
 	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs))
+}
+
+// TestFlowTableFallback runs the table against the same rules with no
+// proxy running (no sentinel marks packets): connections from outside the
+// node reach the same endpoints through the kernel fallback.
+func TestFlowTableFallback(t *testing.T) {
+	state, node := flowtest.Fixture()
+	env := flowBackend(t, node)
+	env.sync(t, state)
+	m := newFlowModel(t, env.b, env.fake, node.NodeIPs)
+	m.mark = 0
+	flowtest.Run(t, m)
 }
 
 // TestFlowTableAfterChanges reaches the fixture from a state without

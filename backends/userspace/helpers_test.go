@@ -39,6 +39,16 @@ func (s loopbackSockets) ListenUDP(addr netip.AddrPort) (*net.UDPConn, error) {
 	return s.HostSockets.ListenUDP(netip.AddrPortFrom(loopbackOf(addr.Addr()), addr.Port()))
 }
 
+// Sentinels listen on loopback too, on ephemeral ports (services share
+// ports).
+func (s loopbackSockets) ListenTransparentTCP(addr netip.AddrPort) (*net.TCPListener, error) {
+	return s.HostSockets.ListenTCP(netip.AddrPortFrom(loopbackOf(addr.Addr()), 0))
+}
+
+func (s loopbackSockets) ListenTransparentUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	return s.HostSockets.ListenUDP(netip.AddrPortFrom(loopbackOf(addr.Addr()), 0))
+}
+
 // testEnv is a backend on the strict iptables fake, a fake clock and
 // loopback sockets.
 type testEnv struct {

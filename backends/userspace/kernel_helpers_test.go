@@ -160,9 +160,15 @@ func (tp *topology) newKernelBackend(tb testing.TB, mode string, mod ...func(*Co
 		tb.Fatal(err)
 	}
 	tb.Cleanup(ct.Close)
+	routing, err := NewNetlinkRouting(ns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(routing.Close)
 	cfg := Config{
 		Runner: r, Sockets: tp.nodeSockets, Families: []v1.IPFamily{v1.IPv4Protocol}, Conntrack: ct,
 		NodeIPs: []netip.Addr{netip.MustParseAddr(nsNodeIP)}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)},
+		Routing: routing, Transparent: true,
 	}
 	for _, m := range mod {
 		m(&cfg)

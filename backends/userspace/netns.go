@@ -117,3 +117,31 @@ func (s *NetnsSockets) DialUDP(addr netip.AddrPort) (*net.UDPConn, error) {
 	err := s.do(func() (err error) { c, err = s.host.DialUDP(addr); return err })
 	return c, err
 }
+
+// ListenTransparentTCP implements Sockets.
+func (s *NetnsSockets) ListenTransparentTCP(addr netip.AddrPort) (*net.TCPListener, error) {
+	var l *net.TCPListener
+	err := s.do(func() (err error) { l, err = s.host.ListenTransparentTCP(addr); return err })
+	return l, err
+}
+
+// ListenTransparentUDP implements Sockets.
+func (s *NetnsSockets) ListenTransparentUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := s.do(func() (err error) { c, err = s.host.ListenTransparentUDP(addr); return err })
+	return c, err
+}
+
+// DialTCPFrom implements Sockets.
+func (s *NetnsSockets) DialTCPFrom(ctx context.Context, src netip.Addr, addr netip.AddrPort) (*net.TCPConn, error) {
+	var c *net.TCPConn
+	err := s.do(func() (err error) { c, err = s.host.DialTCPFrom(ctx, src, addr); return err })
+	return c, err
+}
+
+// DialUDPFrom implements Sockets.
+func (s *NetnsSockets) DialUDPFrom(src netip.Addr, addr netip.AddrPort) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := s.do(func() (err error) { c, err = s.host.DialUDPFrom(src, addr); return err })
+	return c, err
+}

@@ -42,6 +42,9 @@ type socketSpec struct {
 	protocol  v1.Protocol
 	endpoints []netip.AddrPort
 	affinity  time.Duration
+	// transparency: which connections are opened from the client's
+	// address (nil: none).
+	transparency *transparency
 }
 
 // servicePlan is one service port of one family, with its endpoint
@@ -49,9 +52,10 @@ type socketSpec struct {
 type servicePlan struct {
 	sp       *proxier.ServicePort
 	family   v1.IPFamily
-	internal []netip.AddrPort // endpoints for cluster-IP traffic
-	external []netip.AddrPort // endpoints for external traffic from outside
-	hasAny   bool             // some usable endpoint exists in the cluster
+	internal []netip.AddrPort        // endpoints for cluster-IP traffic
+	external []netip.AddrPort        // endpoints for external traffic from outside
+	hasAny   bool                    // some usable endpoint exists in the cluster
+	local    map[netip.AddrPort]bool // endpoints on this node
 	// split: external traffic has its own socket, because the internal
 	// and external traffic policies differ and so may the endpoint sets.
 	// It depends on the service only, so sockets never come and go with
@@ -90,6 +94,7 @@ func planFamily(st *proxier.State, fam v1.IPFamily) []servicePlan {
 			internal: addrPorts(sel.Internal(sp)),
 			external: addrPorts(sel.External(sp)),
 			hasAny:   sel.HasAny,
+			local:    localEndpoints(st.Endpoints[name]),
 			split:    sp.ExternallyAccessible() && sp.InternalPolicyLocal != sp.ExternalPolicyLocal,
 		})
 	}
@@ -97,14 +102,26 @@ func planFamily(st *proxier.State, fam v1.IPFamily) []servicePlan {
 	return plans
 }
 
-// addSpecs adds the sockets the plans need.
-func addSpecs(specs map[socketKey]socketSpec, plans []servicePlan) {
+// addSpecs adds the sockets the plans need. With externalTrafficPolicy
+// Local and inside known (see insideOf), the socket serving external
+// traffic opens its connections to local endpoints from the clients'
+// addresses.
+func addSpecs(specs map[socketKey]socketSpec, plans []servicePlan, inside []netip.Prefix) {
 	for i := range plans {
 		p := &plans[i]
 		affinity := time.Duration(p.sp.AffinityTimeoutSeconds) * time.Second
-		specs[p.key(internalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.internal, affinity: affinity}
+		var tr *transparency
+		if p.sp.ExternalPolicyLocal && inside != nil {
+			tr = &transparency{local: p.local, inside: inside}
+		}
+		internal := socketSpec{protocol: p.sp.Protocol, endpoints: p.internal, affinity: affinity}
+		if !p.split {
+			internal.transparency = tr
+		}
+		specs[p.key(internalTraffic)] = internal
 		if p.split {
-			specs[p.key(externalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.external, affinity: affinity}
+			specs[p.key(externalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.external, affinity: affinity,
+				transparency: tr}
 		}
 	}
 }

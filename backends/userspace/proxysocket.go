@@ -2,6 +2,7 @@ package userspace
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type proxySocket interface {
 	// close stops accepting. With drain, established TCP connections go
 	// on until they end; without, everything is closed.
 	close(drain bool)
+	// setTransparency says which connections are opened from the
+	// client's address (nil: none).
+	setTransparency(t *transparency)
 	// active counts live TCP connections (including ones being set up)
 	// and UDP sessions.
 	active() int
@@ -29,6 +33,13 @@ type proxyBase struct {
 	bal     *balancer
 	sockets Sockets
 	pm      *portMetrics
+	tr      *trState
+}
+
+// trState is a socket's transparency, swapped by syncs.
+type trState struct {
+	cur    atomic.Pointer[transparency]
+	warned atomic.Bool // a refusal was logged
 }
 
 func (b *proxyBase) balancer() *balancer { return b.bal }

@@ -3,6 +3,7 @@ package userspace
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,9 @@ type renderConfig struct {
 	// nodePortPrefixes restrict NodePorts (--nodeport-addresses); nil
 	// means every local address.
 	nodePortPrefixes []netip.Prefix
+	// mark: set by mangle PREROUTING when a proxy holds the destination's
+	// transparent socket; masqMark: set on what the fallback DNATs.
+	mark, masqMark uint32
 }
 
 // dest is one way of addressing a service port.
@@ -42,15 +46,40 @@ type ruleSet struct {
 	rules map[string][]string // chain -> "-A CHAIN ..." lines
 }
 
-// render returns the iptables-restore payload (nat and filter sections)
-// that sends every planned destination to its proxy socket, or refuses
-// or drops it.
+// render returns the iptables-restore payload (nat, filter and mangle
+// sections) that sends every planned destination to its proxy socket
+// while the proxy runs, and straight to the endpoints while it does not,
+// or refuses or drops it.
 func render(rc renderConfig, plans []servicePlan, ports map[socketKey]uint16) []byte {
 	rs := &ruleSet{rc: rc, ports: ports, rules: map[string][]string{}}
+	rs.marks()
 	for i := range plans {
 		rs.service(&plans[i])
 	}
+	rs.add(chainMasq, []string{"-m", "mark", "--mark", markArg(rc.masqMark),
+		"-m", "comment", "--comment", "userspace proxy: kernel fallback", "-j", "MASQUERADE"})
 	return rs.payload()
+}
+
+// marks writes the mangle rules that mark packets for the proxy's
+// transparent sockets: the sentinels on service addresses (so nat sends
+// the connection to the proxy) and the connections the proxy opened from
+// a client's address (so policy routing delivers the endpoint's replies
+// here). Flows the fallback DNATed keep going to their endpoint even once
+// a proxy listens again. NodePort sentinels, bound to the wildcard
+// address, are matched per port below (service).
+func (rs *ruleSet) marks() {
+	rs.add(chainMark, []string{"-m", "conntrack", "--ctstate", "DNAT",
+		"-m", "comment", "--comment", "NATed flows keep their path", "-j", "RETURN"})
+	for _, proto := range []string{"tcp", "udp"} {
+		rs.add(chainMark, []string{"-p", proto, "-m", "socket", "--transparent",
+			"-m", "comment", "--comment", "userspace proxy socket", "-j", "MARK", "--set-xmark", markArg(rs.rc.mark)})
+	}
+}
+
+// markArg is "mark/mark", the form iptables-save prints.
+func markArg(m uint32) string {
+	return "0x" + strconv.FormatUint(uint64(m), 16) + "/0x" + strconv.FormatUint(uint64(m), 16)
 }
 
 func (rs *ruleSet) service(p *servicePlan) {
@@ -66,7 +95,10 @@ func (rs *ruleSet) service(p *servicePlan) {
 	}
 	if sp.NodePort != 0 {
 		for _, within := range nodePortScopes(rs.rc.nodePortPrefixes) {
-			rs.externalDest(p, dest{port: sp.NodePort, what: "nodePort", within: within})
+			d := dest{port: sp.NodePort, what: "nodePort", within: within}
+			rs.add(chainMark, append(rs.match(p, d, netip.Prefix{}, "", true),
+				"-m", "socket", "--transparent", "--nowildcard", "-j", "MARK", "--set-xmark", markArg(rs.rc.mark)))
+			rs.externalDest(p, d)
 		}
 	}
 }
@@ -78,9 +110,8 @@ func (rs *ruleSet) internalDest(p *servicePlan, d dest) {
 		rs.refuse(p, d)
 		return
 	}
-	port := rs.ports[p.key(internalTraffic)]
-	rs.redirect(p, d, netip.Prefix{}, port, false, "")
-	rs.redirect(p, d, netip.Prefix{}, port, true, "")
+	rs.redirect(p, d, netip.Prefix{}, internalTraffic, false, "")
+	rs.redirect(p, d, netip.Prefix{}, internalTraffic, true, "")
 }
 
 // externalDest: traffic from outside reaches the external selection.
@@ -96,13 +127,13 @@ func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
 	podsInternal := p.split && p.sp.ExternalPolicyLocal && rs.rc.clusterCIDR.IsValid() && len(p.internal) > 0
 	for _, src := range sources(d.ranges) {
 		if len(hostEPs) > 0 {
-			rs.redirect(p, d, src, rs.ports[p.key(hostKind)], true, "")
+			rs.redirect(p, d, src, hostKind, true, "")
 		}
 		if pods, ok := intersect(src, rs.rc.clusterCIDR); podsInternal && ok {
-			rs.redirect(p, d, pods, rs.ports[p.key(internalTraffic)], false, "from pods")
+			rs.redirect(p, d, pods, internalTraffic, false, "from pods")
 		}
 		if len(p.external) > 0 {
-			rs.redirect(p, d, src, rs.ports[p.key(externalTraffic)], false, "")
+			rs.redirect(p, d, src, externalTraffic, false, "")
 		}
 	}
 	switch {
@@ -113,10 +144,13 @@ func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
 	}
 }
 
-// redirect sends d (from src, if valid) to a proxy port: REDIRECT (or
-// DNAT to the listen IP) for traffic from outside the node, DNAT to the
-// host IP for node-originated traffic.
-func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, port uint16, host bool, note string) {
+// redirect sends d (from src, if valid) to the proxy port serving kind:
+// REDIRECT (or DNAT to the listen IP) for traffic from outside the node
+// when the proxy's sentinel socket marked it, DNAT to the host IP for
+// node-originated traffic. Unmarked traffic from outside (no proxy
+// running) goes to the fallback.
+func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, kind trafficKind, host bool, note string) {
+	port := rs.ports[p.key(kind)]
 	chain := chainPortalsContainer
 	switch {
 	case host && d.addr.IsValid():
@@ -134,7 +168,38 @@ func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, port uint1
 	if to.IsValid() && !to.IsUnspecified() {
 		target = []string{"-j", "DNAT", "--to-destination", netip.AddrPortFrom(to, port).String()}
 	}
-	rs.add(chain, append(rs.match(p, d, src, note, false), target...))
+	match := rs.match(p, d, src, note, false)
+	if host {
+		rs.add(chain, append(match, target...))
+		return
+	}
+	rs.add(chain, slices.Concat(match, []string{"-m", "mark", "--mark", markArg(rs.rc.mark)}, target))
+	rs.fallback(chain, p, d, src, kind, note)
+}
+
+// fallback DNATs d (from src) straight to the endpoints of kind, at
+// random as the iptables mode does, for connections that arrive while no
+// proxy runs (restarts). Like the proxy, it hides the client behind the
+// node (masquerade), except for the external traffic of
+// externalTrafficPolicy Local, which keeps the client's address as the
+// proxy does with Transparent (its endpoints are local).
+func (rs *ruleSet) fallback(chain string, p *servicePlan, d dest, src netip.Prefix, kind trafficKind, note string) {
+	eps := p.internal
+	if kind == externalTraffic {
+		eps = p.external
+	}
+	note = strings.TrimSpace(note + " fallback")
+	match := rs.match(p, d, src, note, false)
+	if kind == internalTraffic || !p.sp.ExternalPolicyLocal {
+		rs.add(chain, append(slices.Clone(match), "-j", "MARK", "--set-xmark", markArg(rs.rc.masqMark)))
+	}
+	for i, ep := range eps {
+		a := slices.Clone(match)
+		if n := len(eps) - i; n > 1 {
+			a = append(a, "-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(1/float64(n), 'f', 10, 64))
+		}
+		rs.add(chain, append(a, "-j", "DNAT", "--to-destination", ep.String()))
+	}
 }
 
 // refuse rejects new connections to d when no endpoint is usable at all,

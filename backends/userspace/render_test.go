@@ -44,31 +44,56 @@ const renderGolden = `*nat
 :KUBE-PORTALS-HOST - [0:0]
 :KUBE-NODEPORT-CONTAINER - [0:0]
 :KUBE-NODEPORT-HOST - [0:0]
--A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j REDIRECT --to-ports 40001
--A KUBE-PORTALS-CONTAINER -s 10.244.0.0/16 -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP from pods" -m tcp --dport 80 -j REDIRECT --to-ports 40001
--A KUBE-PORTALS-CONTAINER -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP" -m tcp --dport 80 -j REDIRECT --to-ports 40002
--A KUBE-PORTALS-CONTAINER -s 203.0.113.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -j REDIRECT --to-ports 40002
--A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP from pods" -m tcp --dport 80 -j REDIRECT --to-ports 40001
--A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -j REDIRECT --to-ports 40002
+:KUBE-PORTALS-MASQ - [0:0]
+-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001
+-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP fallback" -m tcp --dport 80 -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP fallback" -m tcp --dport 80 -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.2.3:8080
+-A KUBE-PORTALS-CONTAINER -s 10.244.0.0/16 -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP from pods" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001
+-A KUBE-PORTALS-CONTAINER -s 10.244.0.0/16 -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP from pods fallback" -m tcp --dport 80 -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-PORTALS-CONTAINER -s 10.244.0.0/16 -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP from pods fallback" -m tcp --dport 80 -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-PORTALS-CONTAINER -s 10.244.0.0/16 -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP from pods fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.2.3:8080
+-A KUBE-PORTALS-CONTAINER -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40002
+-A KUBE-PORTALS-CONTAINER -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-PORTALS-CONTAINER -s 203.0.113.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40002
+-A KUBE-PORTALS-CONTAINER -s 203.0.113.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP from pods" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP from pods fallback" -m tcp --dport 80 -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP from pods fallback" -m tcp --dport 80 -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP from pods fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.2.3:8080
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40002
+-A KUBE-PORTALS-CONTAINER -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP fallback" -m tcp --dport 80 -j DNAT --to-destination 10.244.1.2:8080
 -A KUBE-PORTALS-HOST -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j DNAT --to-destination 192.168.0.10:40001
 -A KUBE-PORTALS-HOST -d 192.0.2.10/32 -p tcp -m comment --comment "ns/web:p external IP" -m tcp --dport 80 -j DNAT --to-destination 192.168.0.10:40001
 -A KUBE-PORTALS-HOST -s 203.0.113.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -j DNAT --to-destination 192.168.0.10:40001
 -A KUBE-PORTALS-HOST -s 10.244.1.0/24 -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP" -m tcp --dport 80 -j DNAT --to-destination 192.168.0.10:40001
--A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -j REDIRECT --to-ports 40001
--A KUBE-NODEPORT-CONTAINER -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j REDIRECT --to-ports 40002
+-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001
+-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods fallback" -m tcp --dport 30080 -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods fallback" -m tcp --dport 30080 -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 10.244.1.2:8080
+-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods fallback" -m tcp --dport 30080 -j DNAT --to-destination 10.244.2.3:8080
+-A KUBE-NODEPORT-CONTAINER -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40002
+-A KUBE-NODEPORT-CONTAINER -p tcp -m comment --comment "ns/web:p nodePort fallback" -m tcp --dport 30080 -j DNAT --to-destination 10.244.1.2:8080
 -A KUBE-NODEPORT-HOST -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j DNAT --to-destination 192.168.0.10:40001
+-A KUBE-PORTALS-MASQ -m mark --mark 0x4000/0x4000 -m comment --comment "userspace proxy: kernel fallback" -j MASQUERADE
 COMMIT
 *filter
 :KUBE-PORTALS-FILTER - [0:0]
 -A KUBE-PORTALS-FILTER -d 10.96.0.53/32 -p udp -m comment --comment "ns/dns:p cluster IP has no endpoints" -m udp --dport 53 -j REJECT
 -A KUBE-PORTALS-FILTER -d 198.51.100.10/32 -p tcp -m comment --comment "ns/web:p loadbalancer IP source not in loadBalancerSourceRanges" -m tcp --dport 80 -j DROP
 COMMIT
+*mangle
+:KUBE-PORTALS-MARK - [0:0]
+-A KUBE-PORTALS-MARK -m conntrack --ctstate DNAT -m comment --comment "NATed flows keep their path" -j RETURN
+-A KUBE-PORTALS-MARK -p tcp -m socket --transparent -m comment --comment "userspace proxy socket" -j MARK --set-xmark 0x1000/0x1000
+-A KUBE-PORTALS-MARK -p udp -m socket --transparent -m comment --comment "userspace proxy socket" -j MARK --set-xmark 0x1000/0x1000
+-A KUBE-PORTALS-MARK -p tcp -m comment --comment "ns/web:p nodePort" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -m socket --transparent --nowildcard -j MARK --set-xmark 0x1000/0x1000
+COMMIT
 `
 
 func TestRenderGolden(t *testing.T) {
 	st := renderState()
-	rc := renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
-		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}
+	rc := testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
+		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})
 	got := string(render(rc, planFamily(st, v1.IPv4Protocol), renderPorts(v1.IPv4Protocol)))
 	if d := cmp.Diff(strings.Split(renderGolden, "\n"), strings.Split(got, "\n")); d != "" {
 		t.Errorf("render (-want +got):\n%s", d)
@@ -84,35 +109,35 @@ func TestRenderVariants(t *testing.T) {
 		want, not []string
 	}{{
 		name: "listen IP: DNAT there from outside and from the node",
-		rc:   renderConfig{family: v1.IPv4Protocol, listenIP: netip.MustParseAddr("10.0.0.5"), hostIP: netip.MustParseAddr("10.0.0.5")},
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.MustParseAddr("10.0.0.5"), hostIP: netip.MustParseAddr("10.0.0.5")}),
 		want: []string{
-			`-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j DNAT --to-destination 10.0.0.5:40001`,
+			`-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j DNAT --to-destination 10.0.0.5:40001`,
 			`-A KUBE-PORTALS-HOST -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j DNAT --to-destination 10.0.0.5:40001`,
 		},
 	}, {
 		name: "no host IP: node traffic is REDIRECTed",
-		rc:   renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified()},
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified()}),
 		want: []string{`-A KUBE-PORTALS-HOST -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j REDIRECT --to-ports 40001`},
 	}, {
 		name: "no cluster CIDR: pods are external clients",
-		rc:   renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified()},
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified()}),
 		not:  []string{"from pods"},
 	}, {
 		name: "eTP=Local without local endpoints: external traffic dropped, pods and node still served",
-		rc:   renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")},
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}),
 		mod: func(st *proxier.State) {
 			n := spName("web", v1.ProtocolTCP)
 			st.Endpoints[n] = st.Endpoints[n][1:]
 		},
 		want: []string{
 			`-A KUBE-PORTALS-FILTER -p tcp -m comment --comment "ns/web:p nodePort has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP`,
-			`-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -j REDIRECT --to-ports 40001`,
+			`-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`,
 			`-A KUBE-NODEPORT-HOST -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j REDIRECT --to-ports 40001`,
 		},
 		not: []string{"--to-ports 40002"},
 	}, {
 		name: "IPv6: only IPv6 addresses, /128",
-		rc:   renderConfig{family: v1.IPv6Protocol, listenIP: netip.IPv6Unspecified(), hostIP: netip.MustParseAddr("2001:db8::10")},
+		rc:   testRC(renderConfig{family: v1.IPv6Protocol, listenIP: netip.IPv6Unspecified(), hostIP: netip.MustParseAddr("2001:db8::10")}),
 		mod: func(st *proxier.State) {
 			sp := *st.Services[spName("web", v1.ProtocolTCP)]
 			sp.ClusterIPs = append(sp.ClusterIPs, netip.MustParseAddr("fd00::10"))
@@ -122,7 +147,7 @@ func TestRenderVariants(t *testing.T) {
 		},
 		want: []string{
 			`-A KUBE-PORTALS-HOST -d fd00::10/128 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j DNAT --to-destination [2001:db8::10]:40001`,
-			`-A KUBE-PORTALS-CONTAINER -d 2001:db8::99/128 -p tcp -m comment --comment "ns/web:p external IP" -m tcp --dport 80 -j REDIRECT --to-ports 40002`,
+			`-A KUBE-PORTALS-CONTAINER -d 2001:db8::99/128 -p tcp -m comment --comment "ns/web:p external IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40002`,
 		},
 		not: []string{"10.96.0.10", "192.0.2.10", "dns"},
 	}}
@@ -146,6 +171,12 @@ func TestRenderVariants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testRC adds the default marks.
+func testRC(rc renderConfig) renderConfig {
+	rc.mark, rc.masqMark = 1<<DefaultMarkBit, 1<<DefaultMasqueradeBit
+	return rc
 }
 
 func contains(lines []string, s string) bool {

@@ -107,7 +107,7 @@ func (p *tcpProxy) dial(client netip.Addr) (*net.TCPConn, error) {
 		}
 		tried[ep] = true
 		ctx, cancel := context.WithTimeout(p.ctx, p.dialTimeout)
-		c, err := p.sockets.DialTCP(ctx, ep)
+		c, err := p.dialTCP(ctx, client, ep)
 		cancel()
 		if err == nil {
 			return c, nil

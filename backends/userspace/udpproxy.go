@@ -142,7 +142,7 @@ func (p *udpProxy) newSession(client netip.AddrPort, local netip.Addr) *udpSessi
 		p.pm.fail(ReasonNoEndpoints)
 		return nil
 	}
-	conn, err := p.sockets.DialUDP(ep)
+	conn, err := p.dialUDP(client.Addr(), ep)
 	if err != nil {
 		p.pm.fail(ReasonDialFailed)
 		klog.V(4).InfoS("Opening a UDP session failed", "servicePort", p.label, "endpoint", ep, "err", err)

@@ -59,7 +59,16 @@ func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) []string 
 		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
 		return nil
 	}
-	return append(owned, missing...)
+	damage := append(owned, missing...)
+	if b.cfg.Routing != nil {
+		lost, err := b.cfg.Routing.PolicyRouteMissing(familyOfRunner(fam), b.cfg.policyRoute())
+		if err != nil {
+			klog.V(2).InfoS("Cannot verify userspace policy routing; will retry", "family", fam, "err", err)
+			return damage
+		}
+		damage = append(damage, lost...)
+	}
+	return damage
 }
 
 // ownedDamage compares the rule count of each of this mode's chains with

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -70,6 +71,10 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 	if err != nil {
 		return nil, err
 	}
+	routing, err := userspace.NewNetlinkRouting(netns.None())
+	if err != nil {
+		return nil, err
+	}
 	cfg := userspace.Config{
 		Runner:            r,
 		Families:          families(o),
@@ -77,6 +82,12 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		NodePortAddresses: o.NodePortAddresses,
 		UDPIdleTimeout:    o.UDPIdleTimeout,
 		UDPMaxSessions:    udpMaxSessions(o.UDPMaxSessions),
+		Routing:           routing,
+		MasqueradeBit:     int(o.MasqueradeBit),
+		Transparent:       o.UserspaceTransparent,
+		// SIGTERM: connections being relayed get this long to finish
+		// while new ones take the kernel fallback.
+		ShutdownGrace: 2 * time.Second,
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: o.IPTables.SyncPeriod,

@@ -93,6 +93,8 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	return opts, nil
 }
 
+func userspaceOnly(flag string) bool { return flag == "udp-timeout" || flag == "userspace-transparent" }
+
 // warnInactive reports settings given explicitly (flag or file) that the
 // selected mode does not use. Upstream accepts them silently; they stay
 // accepted here, but the operator hears about it.
@@ -103,7 +105,7 @@ func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string))
 			continue
 		}
 		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
-		if (ipvsOnly && mode != ModeIPVS) || (s.flag == "udp-timeout" && mode != ModeUserspace) {
+		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) {
 			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
 		}
 	}

@@ -71,10 +71,11 @@ func defaultOptions() *Options {
 		HealthzBindAddress: "0.0.0.0:10256",
 		// No minimum sync period: unless one is given (flag or file), the
 		// runner paces syncs by their cost.
-		IPTables:       IPTablesOptions{SyncPeriod: 30 * time.Second},
-		IPVS:           IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
-		UDPIdleTimeout: 250 * time.Millisecond,
-		UDPMaxSessions: 1024,
+		IPTables:             IPTablesOptions{SyncPeriod: 30 * time.Second},
+		IPVS:                 IPVSOptions{SyncPeriod: 30 * time.Second, Scheduler: "rr"},
+		UDPIdleTimeout:       250 * time.Millisecond,
+		UDPMaxSessions:       1024,
+		UserspaceTransparent: true,
 	}
 }
 
@@ -135,9 +136,10 @@ func fullFileOptions(path string) *Options {
 			TCPTimeout: 900 * time.Second, TCPFinTimeout: 120 * time.Second, UDPTimeout: 300 * time.Second,
 			StrictARP: true,
 		},
-		UDPIdleTimeout:  2 * time.Second,
-		UDPMaxSessions:  1024, // flag only: no file field
-		EnableProfiling: true,
+		UDPIdleTimeout:       2 * time.Second,
+		UDPMaxSessions:       1024, // flag only: no file field
+		EnableProfiling:      true,
+		UserspaceTransparent: true,
 	}
 }
 
@@ -189,6 +191,7 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-scheduler=mh", "--ipvs-sync-period=10s", "--ipvs-min-sync-period=10s",
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-udp-max-sessions=0", "--profiling",
+			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
 		}, func() *Options {
 			return &Options{
 				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
@@ -431,7 +434,7 @@ func TestCommandHelpListsEveryFlag(t *testing.T) {
 		"--iptables-masquerade-bit int32", "--ipvs-scheduler", "--ipvs-sync-period", "--ipvs-min-sync-period",
 		"--ipvs-tcp-timeout", "--ipvs-tcpfin-timeout", "--ipvs-udp-timeout", "--ipvs-strict-arp",
 		"--nodeport-addresses strings", "--metrics-bind-address", "--healthz-bind-address", "--cleanup",
-		"--config string", "-v, --v Level", "--vmodule", "--service-proxy-name", "--udp-timeout",
+		"--config string", "-v, --v Level", "--vmodule", "--service-proxy-name", "--udp-timeout", "--userspace-transparent",
 		"--kube-api-qps", "--kube-api-burst", "--kube-api-content-type", "--config-sync-period",
 		"--version", "-h, --help", "--userspace-udp-max-sessions int",
 		`(default "iptables")`, `(default "127.0.0.1:10249")`, `(default "0.0.0.0:10256")`,

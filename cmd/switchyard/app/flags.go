@@ -47,6 +47,7 @@ type rawConfig struct {
 	IPVSStrictARP         bool
 	UDPIdleTimeout        time.Duration
 	UserspaceUDPSessions  int
+	UserspaceTransparent  bool
 	EnableProfiling       bool
 
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
@@ -72,6 +73,7 @@ func defaultRawConfig() *rawConfig {
 		UDPIdleTimeout:     250 * time.Millisecond,
 		// userspace.DefaultUDPMaxSessions; kube-proxy has no such cap.
 		UserspaceUDPSessions: 1024,
+		UserspaceTransparent: true,
 		fromFile:             map[string]bool{},
 	}
 }
@@ -112,6 +114,7 @@ func settings() []setting {
 		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
 		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
+		{"userspace-transparent", "", "UserspaceTransparent"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
 	}
 }
@@ -147,6 +150,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
 	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")
+	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 }
 

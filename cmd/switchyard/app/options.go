@@ -71,6 +71,10 @@ type Options struct {
 	// UDPMaxSessions caps each userspace UDP proxy socket's sessions
 	// (--userspace-udp-max-sessions); 0 means no cap.
 	UDPMaxSessions int
+	// UserspaceTransparent: the userspace proxy connects to local
+	// endpoints of externalTrafficPolicy Local services from the
+	// client's address (--userspace-transparent).
+	UserspaceTransparent bool
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
 }

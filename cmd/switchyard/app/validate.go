@@ -56,9 +56,10 @@ func (r *rawConfig) options() (*Options, error) {
 			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
 			StrictARP: r.IPVSStrictARP,
 		},
-		UDPIdleTimeout:  r.UDPIdleTimeout,
-		UDPMaxSessions:  r.UserspaceUDPSessions,
-		EnableProfiling: r.EnableProfiling,
+		UDPIdleTimeout:       r.UDPIdleTimeout,
+		UDPMaxSessions:       r.UserspaceUDPSessions,
+		EnableProfiling:      r.EnableProfiling,
+		UserspaceTransparent: r.UserspaceTransparent,
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()

@@ -1,0 +1,116 @@
+package userspace
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// transparency decides which connections a proxy socket opens from the
+// client's own address (Config.Transparent; see doc.go, "Client
+// addresses"). Only to endpoints on this node: their replies to the
+// client's address come back through this node, where policy routing
+// hands them to the proxy's socket. An endpoint on another node would
+// answer the client directly, which knows nothing of that connection.
+// Only for clients outside the pod network and the node: a pod's reply
+// to another pod on the same bridge never passes this node's routing.
+type transparency struct {
+	local  map[netip.AddrPort]bool // endpoints on this node
+	inside []netip.Prefix          // pod CIDR, node addresses, loopback
+}
+
+// from reports whether a connection of client to ep is opened from the
+// client's address.
+func (t *transparency) from(client netip.Addr, ep netip.AddrPort) bool {
+	if t == nil || !t.local[ep] || !client.IsValid() || client.IsLoopback() {
+		return false
+	}
+	return !slices.ContainsFunc(t.inside, func(p netip.Prefix) bool { return p.Contains(client) })
+}
+
+// insideOf lists the addresses of fam never dialed from, or nil when the
+// backend does not dial from clients' addresses in fam: Transparent is
+// off, there is no policy routing, or no pod CIDR tells pods apart.
+func (b *Backend) insideOf(fam v1.IPFamily, st *proxier.State) []netip.Prefix {
+	pods := b.cfg.clusterCIDR(fam)
+	if !b.cfg.Transparent || b.cfg.Routing == nil || !pods.IsValid() {
+		return nil
+	}
+	inside := []netip.Prefix{pods}
+	for _, list := range [][]netip.Addr{b.cfg.NodeIPs, st.Node.Addresses} {
+		for _, ip := range list {
+			if ip = ip.Unmap(); familyOf(ip) == fam {
+				inside = append(inside, netip.PrefixFrom(ip, ip.BitLen()))
+			}
+		}
+	}
+	return inside
+}
+
+// localEndpoints is the set of a service port's endpoints on this node.
+func localEndpoints(eps []proxier.Endpoint) map[netip.AddrPort]bool {
+	local := map[netip.AddrPort]bool{}
+	for _, e := range eps {
+		if e.IsLocal {
+			local[netip.AddrPortFrom(e.IP.Unmap(), e.Port)] = true
+		}
+	}
+	return local
+}
+
+// dialTCP connects to ep for client, from the client's address when the
+// socket's transparency says so.
+func (b *proxyBase) dialTCP(ctx context.Context, client netip.Addr, ep netip.AddrPort) (*net.TCPConn, error) {
+	if b.transparency().from(client, ep) {
+		c, err := b.sockets.DialTCPFrom(ctx, client, ep)
+		if err == nil || !b.transparencyRefused(err) {
+			return c, err
+		}
+	}
+	return b.sockets.DialTCP(ctx, ep)
+}
+
+// dialUDP opens a UDP session socket to ep for client, likewise.
+func (b *proxyBase) dialUDP(client netip.Addr, ep netip.AddrPort) (*net.UDPConn, error) {
+	if b.transparency().from(client, ep) {
+		c, err := b.sockets.DialUDPFrom(client, ep)
+		if err == nil || !b.transparencyRefused(err) {
+			return c, err
+		}
+	}
+	return b.sockets.DialUDP(ep)
+}
+
+// transparencyRefused reports (and logs once per socket) a kernel that
+// will not let the proxy use a client's address (no CAP_NET_ADMIN): the
+// connection is then opened from the node, as without Transparent.
+func (b *proxyBase) transparencyRefused(err error) bool {
+	if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EACCES) {
+		return false
+	}
+	if b.tr.warned.CompareAndSwap(false, true) {
+		klog.ErrorS(err, "Cannot connect from the client's address; connecting from the node", "servicePort", b.label)
+	}
+	return true
+}
+
+func (b *proxyBase) setTransparency(t *transparency) {
+	if b.tr != nil {
+		b.tr.cur.Store(t)
+	}
+}
+
+func (b *proxyBase) transparency() *transparency {
+	if b.tr == nil {
+		return nil
+	}
+	return b.tr.cur.Load()
+}
