@@ -92,15 +92,18 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	plans := map[v1.IPFamily][]servicePlan{}
 	specs := map[socketKey]socketSpec{}
 	sentinels := map[sentinelKey]string{}
+	npAddrs, err := b.nodePortAddrs()
+	if err != nil {
+		return proxier.SyncResult{}, fmt.Errorf("userspace: listing local addresses for NodePorts: %w", err)
+	}
 	for _, fam := range b.cfg.Families {
 		plans[fam] = planFamily(st, fam)
 		addSpecs(specs, plans[fam], b.insideOf(fam, st))
-		sentinelKeys(sentinels, plans[fam])
+		sentinelKeys(sentinels, plans[fam], npAddrs[fam])
 	}
 	if err := b.openLocked(specs); err != nil {
 		return proxier.SyncResult{}, err
 	}
-	b.reserveLocked(plans)
 	ports := b.portsLocked()
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
@@ -114,7 +117,13 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		}
 		res.Full = res.Full || full
 	}
+	// A NodePort's sentinel holds its port: release the holder first,
+	// reserve the NodePorts without one after.
+	b.dropHoldsLocked(func(k holdKey) bool {
+		return sentinelHolds(k, func(sk sentinelKey) bool { _, ok := sentinels[sk]; return ok })
+	})
 	b.syncSentinelsLocked(sentinels)
+	b.reserveLocked(plans)
 	b.retireLocked(specs)
 	b.sockets = shrink.Map(b.sockets, &b.peak)
 	// The rules in force no longer lead to the flushed ports; a failed

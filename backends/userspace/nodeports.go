@@ -156,26 +156,44 @@ func nodePortAddrs(prefixes []netip.Prefix, fam v1.IPFamily, local []netip.Addr)
 // only when some family is restricted by --nodeport-addresses.
 func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan) (map[holdKey]struct{}, error) {
 	want := map[holdKey]struct{}{}
+	addrs, err := b.nodePortAddrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, fam := range b.cfg.Families {
+		for _, p := range plans[fam] {
+			if p.sp.NodePort == 0 {
+				continue
+			}
+			for _, a := range addrs[fam] {
+				want[holdKey{proto: p.sp.Protocol, addr: netip.AddrPortFrom(a, p.sp.NodePort)}] = struct{}{}
+			}
+		}
+	}
+	return want, nil
+}
+
+// nodePortAddrs are, per family, the addresses NodePorts are held and
+// sentinels bound on: the wildcard, or with --nodeport-addresses the
+// local addresses inside that family's prefixes (read through
+// PortReserver; without one, the wildcard).
+func (b *Backend) nodePortAddrs() (map[v1.IPFamily][]netip.Addr, error) {
+	out := map[v1.IPFamily][]netip.Addr{}
 	var local []netip.Addr
 	for _, fam := range b.cfg.Families {
 		prefixes := proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)
+		if b.cfg.PortReserver == nil {
+			prefixes = nil
+		}
 		if len(prefixes) > 0 && local == nil {
 			var err error
 			if local, err = b.cfg.PortReserver.LocalAddrs(); err != nil {
 				return nil, err
 			}
 		}
-		addrs := nodePortAddrs(prefixes, fam, local)
-		for _, p := range plans[fam] {
-			if p.sp.NodePort == 0 {
-				continue
-			}
-			for _, a := range addrs {
-				want[holdKey{proto: p.sp.Protocol, addr: netip.AddrPortFrom(a, p.sp.NodePort)}] = struct{}{}
-			}
-		}
+		out[fam] = nodePortAddrs(prefixes, fam, local)
 	}
-	return want, nil
+	return out, nil
 }
 
 // reserveLocked opens the missing holders and closes the unneeded ones. A
@@ -191,13 +209,13 @@ func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan) {
 		klog.ErrorS(err, "Cannot list local addresses; NodePort reservations left as they are")
 		return
 	}
-	h := &b.holds
-	for k, c := range h.open {
-		if _, ok := want[k]; !ok {
-			c.Close()
-			delete(h.open, k)
+	for k := range want {
+		if sentinelHolds(k, func(sk sentinelKey) bool { _, ok := b.sentinels[sk]; return ok }) {
+			delete(want, k)
 		}
 	}
+	b.dropHoldsLocked(func(k holdKey) bool { _, ok := want[k]; return !ok })
+	h := &b.holds
 	failing := map[holdKey]struct{}{}
 	for k := range want {
 		if _, ok := h.open[k]; ok {
@@ -249,4 +267,29 @@ func nodePortScopes(prefixes []netip.Prefix) []netip.Prefix {
 		return []netip.Prefix{{}}
 	}
 	return prefixes
+}
+
+// sentinelHolds reports whether a NodePort sentinel (see sentinel.go) on
+// k's address or its family's wildcard holds k's port: no holder is
+// needed then, and none could bind beside it.
+func sentinelHolds(k holdKey, has func(sentinelKey) bool) bool {
+	fam, any := v1.IPv4Protocol, netip.IPv4Unspecified()
+	if k.addr.Addr().Unmap().Is6() {
+		fam, any = v1.IPv6Protocol, netip.IPv6Unspecified()
+	}
+	return has(sentinelKey{family: fam, proto: k.proto, addr: k.addr}) ||
+		has(sentinelKey{family: fam, proto: k.proto, addr: netip.AddrPortFrom(any, k.addr.Port())})
+}
+
+// dropHoldsLocked closes the holders drop selects. Sync releases the
+// holders of NodePorts whose sentinels are about to open before opening
+// them, and reserves the others (reserveLocked) once the sentinels are
+// in place.
+func (b *Backend) dropHoldsLocked(drop func(holdKey) bool) {
+	for k, c := range b.holds.open {
+		if drop(k) {
+			c.Close()
+			delete(b.holds.open, k)
+		}
+	}
 }

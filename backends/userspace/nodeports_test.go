@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -24,7 +25,8 @@ func TestRenderNodePortAddresses(t *testing.T) {
 	st.Services[spName("dns", v1.ProtocolUDP)].NodePort = 30053
 	rc := renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
 		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
-		nodePortPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24"), netip.MustParsePrefix("172.16.0.0/12")}}
+		nodePortPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24"), netip.MustParsePrefix("172.16.0.0/12")},
+		mark:             0x1000, masqMark: 0x4000}
 	got := string(render(rc, planFamily(st, v1.IPv4Protocol), renderPorts(v1.IPv4Protocol)))
 	var nodePortLines []string
 	for _, l := range strings.Split(got, "\n") {
@@ -32,22 +34,31 @@ func TestRenderNodePortAddresses(t *testing.T) {
 			nodePortLines = append(nodePortLines, l)
 		}
 	}
-	want := []string{
-		`-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -d 192.168.0.0/24 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -j REDIRECT --to-ports 40001`,
-		`-A KUBE-NODEPORT-CONTAINER -d 192.168.0.0/24 -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j REDIRECT --to-ports 40002`,
-		`-A KUBE-NODEPORT-CONTAINER -s 10.244.0.0/16 -d 172.16.0.0/12 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -j REDIRECT --to-ports 40001`,
-		`-A KUBE-NODEPORT-CONTAINER -d 172.16.0.0/12 -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j REDIRECT --to-ports 40002`,
-		`-A KUBE-NODEPORT-HOST -d 192.168.0.0/24 -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j DNAT --to-destination 192.168.0.10:40001`,
-		`-A KUBE-NODEPORT-HOST -d 172.16.0.0/12 -p tcp -m comment --comment "ns/web:p nodePort" -m tcp --dport 30080 -j DNAT --to-destination 192.168.0.10:40001`,
-		`-A KUBE-PORTALS-FILTER -d 192.168.0.0/24 -p udp -m comment --comment "ns/dns:p nodePort has no endpoints" -m addrtype --dst-type LOCAL -m udp --dport 30053 -j REJECT`,
-		`-A KUBE-PORTALS-FILTER -d 172.16.0.0/12 -p udp -m comment --comment "ns/dns:p nodePort has no endpoints" -m addrtype --dst-type LOCAL -m udp --dport 30053 -j REJECT`,
+	// Each prefix gets the same rules (redirect of marked packets, kernel
+	// fallback, node-originated DNAT, sentinel mark, refusal), and no
+	// NodePort rule is left unscoped.
+	perPrefix := map[string][]string{}
+	for _, l := range nodePortLines {
+		scoped := false
+		for _, p := range []string{"192.168.0.0/24", "172.16.0.0/12"} {
+			if strings.Contains(l, "-d "+p+" ") {
+				perPrefix[p] = append(perPrefix[p], strings.Replace(l, p, "PREFIX", 1))
+				scoped = true
+			}
+		}
+		if !scoped {
+			t.Errorf("NodePort rule not scoped to a prefix: %s", l)
+		}
 	}
-	slices.Sort(want)
-	slices.Sort(nodePortLines)
-	if d := cmp.Diff(want, nodePortLines); d != "" {
-		t.Errorf("NodePort rules (-want +got):\n%s\nall:\n%s", d, got)
+	if d := cmp.Diff(perPrefix["192.168.0.0/24"], perPrefix["172.16.0.0/12"]); d != "" {
+		t.Errorf("prefixes got different NodePort rules (-first +second):\n%s", d)
 	}
-	if !strings.Contains(got, `-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -j REDIRECT --to-ports 40001`) {
+	for _, want := range []string{"-j REDIRECT --to-ports", "fallback", "-j DNAT --to-destination 192.168.0.10:", "--set-xmark", "-j REJECT"} {
+		if !slices.ContainsFunc(perPrefix["172.16.0.0/12"], func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("no NodePort rule with %q per prefix:\n%s", want, strings.Join(perPrefix["172.16.0.0/12"], "\n"))
+		}
+	}
+	if !strings.Contains(got, `-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:p cluster IP" -m tcp --dport 80 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`) {
 		t.Errorf("cluster-IP rule changed:\n%s", got)
 	}
 }
@@ -151,14 +162,56 @@ type closerFunc func() error
 
 func (c closerFunc) Close() error { return c() }
 
-func nodePortState() *proxier.State {
+// nodePortState has NodePorts of every protocol, without endpoints unless
+// eps are given: a NodePort with a usable endpoint has a sentinel, which
+// holds the port itself (TestNodePortSentinelHolds).
+func nodePortState(eps ...netip.AddrPort) *proxier.State {
 	st := newState()
-	ep := netip.MustParseAddrPort("10.244.1.2:8080")
-	addService(st, spName("web", v1.ProtocolTCP), "10.96.0.10", 80, ep).NodePort = 30080
-	addService(st, spName("dns", v1.ProtocolUDP), "10.96.0.53", 53, ep).NodePort = 30053
-	addService(st, spName("sig", v1.ProtocolSCTP), "10.96.0.20", 9999, ep).NodePort = 30099
-	addService(st, spName("plain", v1.ProtocolTCP), "10.96.0.11", 80, ep)
+	addService(st, spName("web", v1.ProtocolTCP), "10.96.0.10", 80, eps...).NodePort = 30080
+	addService(st, spName("dns", v1.ProtocolUDP), "10.96.0.53", 53, eps...).NodePort = 30053
+	addService(st, spName("sig", v1.ProtocolSCTP), "10.96.0.20", 9999, eps...).NodePort = 30099
+	addService(st, spName("plain", v1.ProtocolTCP), "10.96.0.11", 80, eps...)
 	return st
+}
+
+// TestNodePortSentinelHolds: a NodePort with a usable endpoint is held by
+// its sentinel (bound to the wildcard address, which no holder could
+// share), so no holder is opened for it; when it loses its endpoints the
+// sentinel closes and a holder takes the port; when they come back the
+// holder gives way to the sentinel again.
+func TestNodePortSentinelHolds(t *testing.T) {
+	fr := newFakeReserver()
+	env := newTestEnv(t, func(c *Config) { c.PortReserver = fr })
+	ep := netip.MustParseAddrPort("10.244.1.2:8080")
+	sentinelPorts := func() []string {
+		env.b.mu.Lock()
+		defer env.b.mu.Unlock()
+		var out []string
+		for k := range env.b.sentinels {
+			if k.addr.Addr().IsUnspecified() {
+				out = append(out, fmt.Sprintf("%s %s", k.proto, k.addr))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	both := []string{"TCP 0.0.0.0:30080", "UDP 0.0.0.0:30053"}
+	for i, step := range []struct {
+		eps                []netip.AddrPort
+		holders, sentinels []string
+	}{
+		{[]netip.AddrPort{ep}, nil, both},
+		{nil, both, nil},
+		{[]netip.AddrPort{ep}, nil, both},
+	} {
+		env.sync(t, nodePortState(step.eps...))
+		if d := cmp.Diff(step.holders, fr.dump(), cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("step %d: holders (-want +got):\n%s", i, d)
+		}
+		if d := cmp.Diff(step.sentinels, sentinelPorts(), cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("step %d: NodePort sentinels (-want +got):\n%s", i, d)
+		}
+	}
 }
 
 // TestNodePortReservation: every TCP and UDP NodePort is held on each
@@ -241,7 +294,7 @@ func TestNodePortTaken(t *testing.T) {
 	if got := unreserved("UDP"); got != 0 {
 		t.Errorf("nodeports_unreserved{UDP} = %v, want 0", got)
 	}
-	if !strings.Contains(string(env.b.applied["ipv4"]), "--dport 30080 -j REDIRECT") {
+	if !strings.Contains(string(env.b.applied["ipv4"]), "--dport 30080 -j REJECT") {
 		t.Errorf("the taken NodePort lost its rules")
 	}
 	env.b.mu.Lock()

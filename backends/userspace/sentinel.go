@@ -36,7 +36,12 @@ type sentinel struct {
 // REJECTs, and the ICMP error it sends from the service address only
 // leaves the node for a forwarded packet, not for one delivered locally
 // to a sentinel (the kernel cannot route from a non-local source).
-func sentinelKeys(keys map[sentinelKey]string, plans []servicePlan) {
+//
+// NodePort sentinels bind nodePortAddrs: the wildcard address, or with
+// --nodeport-addresses the local addresses inside the prefixes (a
+// wildcard sentinel would accept, and then reset, connections to the
+// other addresses, which must be refused, and hold the port there).
+func sentinelKeys(keys map[sentinelKey]string, plans []servicePlan, nodePortAddrs []netip.Addr) {
 	for i := range plans {
 		if !plans[i].hasAny {
 			continue
@@ -55,11 +60,9 @@ func sentinelKeys(keys map[sentinelKey]string, plans []servicePlan) {
 			add(ip, sp.Port)
 		}
 		if sp.NodePort != 0 {
-			any := netip.IPv4Unspecified()
-			if fam == v1.IPv6Protocol {
-				any = netip.IPv6Unspecified()
+			for _, a := range nodePortAddrs {
+				add(a, sp.NodePort)
 			}
-			add(any, sp.NodePort)
 		}
 	}
 }
