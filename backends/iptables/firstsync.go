@@ -58,7 +58,7 @@ func (f *familySync) surveyTables(ctx context.Context, r runner.Interface) (plan
 		if t == tableNAT {
 			f.noteLeftovers(data)
 		}
-		present := savedRules(data)
+		present, rules := builtinRules(data)
 		for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
 			if j.table != t || present[j.saveLine()] {
 				continue
@@ -68,7 +68,7 @@ func (f *familySync) surveyTables(ctx context.Context, r runner.Interface) (plan
 			}
 			plan.jumps = append(plan.jumps, j)
 		}
-		plan.listing[t] = r.Mode() == runner.ModeNFT && len(present) < cheapListRules
+		plan.listing[t] = r.Mode() == runner.ModeNFT && rules < cheapListRules
 	}
 	return plan, true
 }
@@ -110,15 +110,23 @@ func (p firstSyncPlan) targetsIn(rs *Ruleset) bool {
 	return true
 }
 
-// savedRules is the set of "-A ..." lines of one iptables-save table.
-func savedRules(data []byte) map[string]bool {
-	out := map[string]bool{}
+// builtinRules reads one iptables-save table: the set of "-A ..." lines
+// of its built-in chains (where the jumps go; a restarted daemon's table
+// holds ~300k other lines at 10k services, not worth keeping) and how
+// many rules it holds in all.
+func builtinRules(data []byte) (map[string]bool, int) {
+	out, n := map[string]bool{}, 0
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("-A ")) {
+		if !bytes.HasPrefix(line, []byte("-A ")) {
+			continue
+		}
+		n++
+		chain, _, _ := bytes.Cut(line[3:], []byte(" "))
+		if runner.IsBuiltinChain(string(chain)) {
 			out[string(line)] = true
 		}
 	}
-	return out
+	return out, n
 }
 
 // argsText joins rule arguments as iptables-save prints them.

@@ -94,7 +94,10 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	sentinels := map[sentinelKey]string{}
 	npAddrs, err := b.nodePortAddrs()
 	if err != nil {
-		return proxier.SyncResult{}, fmt.Errorf("userspace: listing local addresses for NodePorts: %w", err)
+		// NodePorts then have no sentinel (their traffic takes the kernel
+		// fallback) and keep their reservations until the next sync.
+		klog.ErrorS(err, "Cannot list local addresses for --nodeport-addresses; NodePort sentinels and reservations left for the next sync")
+		npAddrs = nil
 	}
 	for _, fam := range b.cfg.Families {
 		plans[fam] = planFamily(st, fam)
@@ -123,7 +126,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		return sentinelHolds(k, func(sk sentinelKey) bool { _, ok := sentinels[sk]; return ok })
 	})
 	b.syncSentinelsLocked(sentinels)
-	b.reserveLocked(plans)
+	b.reserveLocked(plans, npAddrs)
 	b.retireLocked(specs)
 	b.sockets = shrink.Map(b.sockets, &b.peak)
 	// The rules in force no longer lead to the flushed ports; a failed

@@ -152,14 +152,9 @@ func nodePortAddrs(prefixes []netip.Prefix, fam v1.IPFamily, local []netip.Addr)
 	return slices.Compact(out)
 }
 
-// wantedHolds lists the holders the plans need. It lists local addresses
-// only when some family is restricted by --nodeport-addresses.
-func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan) (map[holdKey]struct{}, error) {
+// wantedHolds lists the holders the plans need on addrs (nodePortAddrs).
+func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan, addrs map[v1.IPFamily][]netip.Addr) map[holdKey]struct{} {
 	want := map[holdKey]struct{}{}
-	addrs, err := b.nodePortAddrs()
-	if err != nil {
-		return nil, err
-	}
 	for _, fam := range b.cfg.Families {
 		for _, p := range plans[fam] {
 			if p.sp.NodePort == 0 {
@@ -170,13 +165,13 @@ func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan) (map[holdKey]
 			}
 		}
 	}
-	return want, nil
+	return want
 }
 
 // nodePortAddrs are, per family, the addresses NodePorts are held and
 // sentinels bound on: the wildcard, or with --nodeport-addresses the
 // local addresses inside that family's prefixes (read through
-// PortReserver; without one, the wildcard).
+// PortReserver, once per sync; without one, the wildcard).
 func (b *Backend) nodePortAddrs() (map[v1.IPFamily][]netip.Addr, error) {
 	out := map[v1.IPFamily][]netip.Addr{}
 	var local []netip.Addr
@@ -200,15 +195,13 @@ func (b *Backend) nodePortAddrs() (map[v1.IPFamily][]netip.Addr, error) {
 // port another socket holds is logged when first found taken, retried by
 // every sync, and counted in switchyard_userspace_nodeports_unreserved;
 // it never fails the sync (NodePort traffic is still redirected).
-func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan) {
-	if b.cfg.PortReserver == nil {
+// addrs nil (the local addresses could not be listed) leaves the
+// reservations as they are.
+func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan, addrs map[v1.IPFamily][]netip.Addr) {
+	if b.cfg.PortReserver == nil || addrs == nil {
 		return
 	}
-	want, err := b.wantedHolds(plans)
-	if err != nil {
-		klog.ErrorS(err, "Cannot list local addresses; NodePort reservations left as they are")
-		return
-	}
+	want := b.wantedHolds(plans, addrs)
 	for k := range want {
 		if sentinelHolds(k, func(sk sentinelKey) bool { _, ok := b.sentinels[sk]; return ok }) {
 			delete(want, k)

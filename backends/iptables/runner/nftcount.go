@@ -88,7 +88,7 @@ func nftCountChainRules(fd int, nfproto byte, table string, chains []string) (*T
 	out := &TableCounts{Rules: make(map[string]int, len(chains)), Jumps: map[string][]string{}}
 	for _, name := range chains {
 		filter := append(nlAttr(nftaRuleTable, append([]byte(table), 0)), nlAttr(nftaRuleChain, append([]byte(name), 0))...)
-		builtin, n := isBuiltinChain(name), 0
+		builtin, n := IsBuiltinChain(name), 0
 		err := nftDump(fd, nftMsgGetRule, nfproto, filter, func(typ uint16, attrs []byte) {
 			if typ != nftMsgNewRule {
 				return

@@ -129,7 +129,8 @@ func builtinChains() [5]string {
 	return [...]string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 }
 
-func isBuiltinChain(name string) bool {
+// IsBuiltinChain reports whether name is one of the built-in chains.
+func IsBuiltinChain(name string) bool {
 	switch name {
 	case "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING":
 		return true

@@ -88,14 +88,14 @@ func checkCounts(t *testing.T, r *Runner, fam Family, table string) {
 			want.Rules[f[0][1:]] += 0
 		case strings.HasPrefix(line, "-A "):
 			want.Rules[f[1]]++
-			if isBuiltinChain(f[1]) && len(f) >= 2 && (f[len(f)-2] == "-j" || f[len(f)-2] == "-g") &&
+			if IsBuiltinChain(f[1]) && len(f) >= 2 && (f[len(f)-2] == "-j" || f[len(f)-2] == "-g") &&
 				strings.HasPrefix(f[len(f)-1], "SY-") {
 				want.Jumps[f[1]] = append(want.Jumps[f[1]], f[len(f)-1])
 			}
 		}
 	}
 	for name, n := range want.Rules {
-		if _, ok := got.Rules[name]; !ok && n == 0 && isBuiltinChain(name) {
+		if _, ok := got.Rules[name]; !ok && n == 0 && IsBuiltinChain(name) {
 			// iptables-nft creates built-in chains when first used;
 			// iptables-nft-save prints them anyway.
 			delete(want.Rules, name)
