@@ -51,10 +51,12 @@ func testRulesTampered(t *testing.T) {
 			if tc.restored(m.Env) {
 				t.Fatalf("%s changed nothing", tc.name)
 			}
-			err := framework.WaitFor(tamperSyncPeriod+3*time.Second, func() (bool, error) { return tc.restored(m.Env), nil })
+			// The periodic check runs every two thirds of the period
+			// (proxier.CheckInterval), so the repair lands within it.
+			err := framework.WaitFor(tamperSyncPeriod, func() (bool, error) { return tc.restored(m.Env), nil })
 			restoredAt := time.Now()
 			if err != nil {
-				t.Errorf("not restored within the sync period (%v) + 3 s: %v", tamperSyncPeriod, err)
+				t.Errorf("not restored within the sync period (%v): %v", tamperSyncPeriod, err)
 				return
 			}
 			back := waitServedBy(t, loop, at, podNames(pods), 3, converge)

@@ -42,7 +42,9 @@ type Config struct {
 	// MinSyncPeriod is a floor between syncs, 0 for none: by default the
 	// runner paces syncs by their cost alone (see SyncRunner).
 	MinSyncPeriod time.Duration
-	SyncPeriod    time.Duration
+	// SyncPeriod is --iptables-sync-period (or --ipvs-sync-period): the
+	// periodic, verifying sync runs every CheckInterval(SyncPeriod).
+	SyncPeriod time.Duration
 	// Holdoff is how long the first change after an idle spell waits for
 	// companions (see SyncRunnerConfig): 0 means DefaultHoldoff, a
 	// negative value none.
@@ -97,7 +99,7 @@ func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Me
 		cfg.Holdoff = DefaultHoldoff
 	}
 	p.runner = NewSyncRunner(p.sync, SyncRunnerConfig{
-		MinInterval: cfg.MinSyncPeriod, MaxInterval: cfg.SyncPeriod, FullInterval: cfg.FullSyncPeriod,
+		MinInterval: cfg.MinSyncPeriod, MaxInterval: CheckInterval(cfg.SyncPeriod), FullInterval: cfg.FullSyncPeriod,
 		RetryInterval: max(cfg.MinSyncPeriod, time.Second), Holdoff: max(cfg.Holdoff, 0), Clock: cfg.Clock,
 	})
 	return p

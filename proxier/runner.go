@@ -29,6 +29,20 @@ type SyncFunc func(ctx context.Context, req SyncRequest) error
 // verifying instead.
 const DefaultFullSyncInterval = time.Hour
 
+// CheckInterval is how often a proxier with sync period syncPeriod runs
+// its periodic, verifying sync (SyncRequest.Periodic), and how old a
+// backend's last check of the kernel may be before a partial sync checks
+// again while changes keep the periodic sync away. Two thirds of the
+// period, so that a flushed or deleted chain is found and rewritten
+// within one period (--iptables-sync-period promises that): found at most
+// 20 s after the damage with the default 30 s, repaired in 0.6-3.2 s at
+// 10k services. Checking costs ~1 ms while nobody else writes rules and
+// under 0.8 s of CPU when someone did (backends/iptables/verify.go),
+// under 4 % of a core at 10k services.
+func CheckInterval(syncPeriod time.Duration) time.Duration {
+	return syncPeriod * 2 / 3
+}
+
 // Defaults of the adaptive pacing (see SyncRunnerConfig).
 const (
 	// DefaultHoldoff lets a Service and the EndpointSlice the control

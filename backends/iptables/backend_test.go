@@ -188,18 +188,22 @@ func TestPartialSyncDispatch(t *testing.T) {
 		changed         proxier.ServicePortName
 		servicesChanged bool
 		wantDeclared    []string
+		// wantEdited are the top-level chains written as a few -I/-D
+		// lines rather than declared (flushed) and refilled.
+		wantEdited []string
 	}{
 		{"b loses its endpoints", func(st *proxier.State) { delete(st.Endpoints, names[1]) }, names[1], false,
-			[]string{"filter/KUBE-EXTERNAL-SERVICES", "filter/KUBE-SERVICES", "nat/KUBE-NODEPORTS", "nat/KUBE-SERVICES",
-				"nat/" + chainsFor(names[1]).external, "nat/" + chainsFor(names[1]).cluster,
-				"nat/" + endpointChainName(names[1], "10.244.1.2:80")}},
+			[]string{"nat/" + chainsFor(names[1]).external, "nat/" + chainsFor(names[1]).cluster,
+				"nat/" + endpointChainName(names[1], "10.244.1.2:80")},
+			[]string{"filter/KUBE-EXTERNAL-SERVICES", "filter/KUBE-SERVICES", "nat/KUBE-NODEPORTS", "nat/KUBE-SERVICES"}},
 		{"b gets one back", func(st *proxier.State) { st.Endpoints[names[1]] = []proxier.Endpoint{ep("10.244.1.2:80")} }, names[1], false,
 			[]string{"nat/" + endpointChainName(names[1], "10.244.1.2:80"), "nat/" + chainsFor(names[1]).cluster,
-				"nat/" + chainsFor(names[1]).external, "filter/KUBE-EXTERNAL-SERVICES", "filter/KUBE-SERVICES",
-				"nat/KUBE-NODEPORTS", "nat/KUBE-SERVICES"}},
+				"nat/" + chainsFor(names[1]).external},
+			[]string{"filter/KUBE-EXTERNAL-SERVICES", "filter/KUBE-SERVICES", "nat/KUBE-NODEPORTS", "nat/KUBE-SERVICES"}},
 		{"c deleted", func(st *proxier.State) { delete(st.Services, names[2]); delete(st.Endpoints, names[2]) }, names[2], true,
-			[]string{"nat/KUBE-SERVICES", "nat/" + chainsFor(names[2]).cluster,
-				"nat/" + endpointChainName(names[2], "10.244.1.3:53"), "nat/" + endpointChainName(names[2], "10.244.2.3:53")}},
+			[]string{"nat/" + chainsFor(names[2]).cluster,
+				"nat/" + endpointChainName(names[2], "10.244.1.3:53"), "nat/" + endpointChainName(names[2], "10.244.2.3:53")},
+			[]string{"nat/KUBE-SERVICES"}},
 	}
 	for _, step := range steps {
 		st = cloneState(st)
@@ -208,18 +212,39 @@ func TestPartialSyncDispatch(t *testing.T) {
 		if res := mustSync(t, b, st, changedDiff(step.servicesChanged, step.changed)); res.Full {
 			t.Fatalf("%s: full sync", step.name)
 		}
-		var declared []string
+		var declared, edited []string
 		for _, c := range restoresSince(fake, n) {
 			d, _ := payloadChains(c.Data)
 			declared = append(declared, d...)
+			edited = append(edited, editedChains(c.Data)...)
 		}
-		slices.Sort(declared)
-		slices.Sort(step.wantDeclared)
+		for _, l := range [][]string{declared, edited, step.wantDeclared, step.wantEdited} {
+			slices.Sort(l)
+		}
 		if d := cmp.Diff(step.wantDeclared, declared); d != "" {
 			t.Errorf("%s: declared chains (-want +got):\n%s", step.name, d)
 		}
+		if d := cmp.Diff(step.wantEdited, slices.Compact(edited)); d != "" {
+			t.Errorf("%s: edited chains (-want +got):\n%s", step.name, d)
+		}
 		assertMatchesReference(t, fake, nil, st)
 	}
+}
+
+// editedChains lists the chains a payload edits with -I or -D, once per
+// line.
+func editedChains(data []byte) []string {
+	var out []string
+	var tbl string
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			tbl = line[1:]
+		case strings.HasPrefix(line, "-I ") || strings.HasPrefix(line, "-D "):
+			out = append(out, tbl+"/"+strings.Fields(line)[1])
+		}
+	}
+	return out
 }
 
 // TestCanaryGoneForcesFullSync: when our tables were flushed and the

@@ -38,7 +38,8 @@
 //     them) and deletes their chains that went away, in one small
 //     transaction.
 //   - A periodic sync (Diff.Verify), or a partial sync when the last check
-//     is older than Config.VerifyInterval (the sync period), verifies what
+//     is older than Config.VerifyInterval (two thirds of the sync period,
+//     proxier.CheckInterval), verifies what
 //     was written. It first reads a fingerprint of the kernel's rules in
 //     one system call (the nf_tables generation; the legacy tables' entry
 //     counts and sizes): unchanged since the last sync, nobody else wrote

@@ -81,6 +81,20 @@ func kernelPayloadCase(t *testing.T, mode string, tc goldenCase) {
 		t.Errorf("after the partial sync the kernel differs from a fresh full sync (-fresh +partial):\n%s", d)
 	}
 
+	// A service port goes and another comes: the top-level chains are
+	// edited in place (-D, -I N), and must end as a full sync writes them.
+	next, names := swapServicePorts(next)
+	if res, err := be.Sync(ctx, next, changedDiff(true, names...)); err != nil || res.Full {
+		t.Fatalf("service add/delete Sync = %+v, %v; want a partial sync accepted", res, err)
+	}
+	ref = newRulesNetns(t, mode, &cfg)
+	if _, err := newKernelBackend(t, cfg, mode, ref).Sync(ctx, next, fullDiff()); err != nil {
+		t.Fatalf("reference full Sync: %v", err)
+	}
+	if d := cmp.Diff(dumpAll(t, ref, mode, &cfg), dumpAll(t, ns, mode, &cfg)); d != "" {
+		t.Errorf("after adding and deleting services the kernel differs from a fresh full sync (-fresh +partial):\n%s", d)
+	}
+
 	if err := be.Cleanup(ctx); err != nil {
 		t.Fatalf("Cleanup: %v", err)
 	}
@@ -176,6 +190,23 @@ func changeOneEndpoint(t *testing.T, st *proxier.State) (*proxier.State, proxier
 	}
 	t.Fatal("no service port with endpoints")
 	return nil, proxier.ServicePortName{}
+}
+
+// swapServicePorts deletes the first service port and adds a copy of the
+// last one under a name that sorts right after it, so its rules land
+// between others in the top-level chains.
+func swapServicePorts(st *proxier.State) (*proxier.State, []proxier.ServicePortName) {
+	next := *st
+	next.Services, next.Endpoints = maps.Clone(st.Services), maps.Clone(st.Endpoints)
+	sorted := slices.SortedFunc(maps.Keys(st.Services), compareNames)
+	gone, model := sorted[0], sorted[len(sorted)-1]
+	delete(next.Services, gone)
+	delete(next.Endpoints, gone)
+	added := *st.Services[model]
+	added.Name.Name += "-copy"
+	next.Services[added.Name] = &added
+	next.Endpoints[added.Name] = st.Endpoints[model]
+	return &next, []proxier.ServicePortName{gone, added.Name}
 }
 
 // TestKernelSaveableAfterBigSync: after a first sync of 1k services x 4

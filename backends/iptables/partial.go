@@ -7,7 +7,8 @@ import "slices"
 // written, the top-level chains if they were rebuilt and differ, and the
 // chains of re-rendered or removed service ports that went away. A
 // one-endpoint change thus sends that service's KUBE-SVC chain and one
-// KUBE-SEP chain, not the table.
+// KUBE-SEP chain, not the table; a new service adds its chains and its
+// rules in the top-level chains, which are edited rather than rewritten.
 func (f *familySync) partialChanges(rs *Ruleset) (writes []*chainRules, deletes []chainKey) {
 	for _, n := range rs.changed {
 		cur, old := rs.services[n], f.prev.services[n]
@@ -30,7 +31,7 @@ func (f *familySync) partialChanges(rs *Ruleset) (writes []*chainRules, deletes 
 	if rs.dispatchRebuilt {
 		for _, c := range rs.dispatch {
 			if f.differs(c) {
-				writes = append(writes, c)
+				writes = append(writes, f.editedChain(c, f.prev.topLevel(c.key)))
 			}
 		}
 	}

@@ -22,7 +22,21 @@ type transaction struct {
 }
 
 // writeLines is what a whole-chain write costs in payload lines.
-func writeLines(c *chainRules) int { return 1 + len(c.rules) }
+func writeLines(c *chainRules) int {
+	if c.edits != nil {
+		return len(c.edits)
+	}
+	return 1 + len(c.rules)
+}
+
+// lines is what the payload writes for a chain: its edits, or its rules
+// after its declaration.
+func (c *chainRules) lines() []string {
+	if c.edits != nil {
+		return c.edits
+	}
+	return c.rules
+}
 
 // deleteLines is what a deletion costs: the declaration and the -X.
 const deleteLines = 2
@@ -90,7 +104,7 @@ func (t *transaction) payload() []byte {
 		}
 		for _, c := range t.writes {
 			if c.key.table == tbl {
-				for _, r := range c.rules {
+				for _, r := range c.lines() {
 					b.WriteString(r)
 					b.WriteByte('\n')
 				}
@@ -126,7 +140,7 @@ func (t *transaction) payload() []byte {
 func (t *transaction) declared(tbl table) []string {
 	var out []string
 	for _, c := range t.writes {
-		if c.key.table == tbl {
+		if c.key.table == tbl && c.edits == nil {
 			out = append(out, c.key.name)
 		}
 	}
@@ -162,7 +176,7 @@ func (t *transaction) touches(tbl table) bool {
 func (t *transaction) rulesWritten() map[table]int {
 	out := map[table]int{}
 	for _, c := range t.writes {
-		out[c.key.table] += len(c.rules)
+		out[c.key.table] += len(c.lines())
 	}
 	return out
 }

@@ -18,6 +18,10 @@ type chainRules struct {
 	key   chainKey
 	tier  tier
 	rules []string
+	// edits, when set, is how a partial sync writes the chain: the
+	// inserts and deletions that turn what the kernel holds into rules
+	// (edits.go), without declaring (flushing) it.
+	edits []string
 }
 
 func newChain(t table, name string, rules ...string) *chainRules {

@@ -16,8 +16,9 @@ import (
 
 // DefaultVerifyInterval bounds how long partial syncs may go without
 // verifying the top-level chains while changes keep arriving: the
-// proxier's periodic sync (Diff.Verify) only comes after a quiet sync
-// period.
+// proxier's periodic sync (Diff.Verify) only comes after a quiet check
+// interval. The daemon sets Config.VerifyInterval to
+// proxier.CheckInterval of the sync period.
 const DefaultVerifyInterval = time.Minute
 
 // verifyPolicy decides when a partial sync first checks that the chains

@@ -90,7 +90,7 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		ShutdownGrace: 2 * time.Second,
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
-		VerifyInterval: o.IPTables.SyncPeriod,
+		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),
 		Registerer:     reg,
 	}
 	if reg != nil { // not for --cleanup
@@ -143,6 +143,9 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error)
 		NodePortAddresses: o.NodePortAddresses,
 		Runner:            r,
 		Metrics:           m,
+		// Repairs within one sync period even while changes keep
+		// postponing the periodic sync.
+		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),
 	})
 }
 
