@@ -49,11 +49,27 @@ const (
 	// plane writes right after it go in one sync: on a local apiserver the
 	// second event follows the first by a few milliseconds.
 	DefaultHoldoff = 20 * time.Millisecond
-	// DefaultBusyShare keeps syncing to half of one core's time.
-	DefaultBusyShare = 0.5
-	// DefaultBudgetWindow is the span over which BusyShare is kept: the
-	// credit a quiet period saves, and the longest wait one sync earns.
-	DefaultBudgetWindow = 2 * time.Second
+	// DefaultBusyShare keeps syncing to 42 % of one core's time, so that
+	// the daemon as a whole stays within half a core under churn: besides
+	// the syncs it decodes watch events, builds snapshots, collects
+	// garbage (3-4 % of a core during a burst at 10k services), and a
+	// burst's last sync overruns the share by up to (1-share) of its
+	// duration. At 10k services on iptables-nft, where every commit costs
+	// the kernel ~0.4 s whatever its size, this also bounds how long an
+	// update waits: a sync, the pause after it (1.4 times the sync) and
+	// the sync that carries it, under 2 s.
+	DefaultBusyShare = 0.42
+	// DefaultBudgetWindow sets the credit a quiet period saves: BusyShare
+	// of it (105 ms), a few back-to-back syncs at 1k services (~30-50 ms
+	// each) but a small part of a 10 s burst at 10k, which the credit
+	// would otherwise push over half a core (1 s in hand made 59 % of
+	// 11 s).
+	DefaultBudgetWindow = 250 * time.Millisecond
+	// DefaultMaxWait is the longest wait one sync earns: after the first
+	// full sync at 10k services (15-20 s) changes wait at most this long,
+	// while a partial sync at 10k on legacy iptables (~2.2 s) still earns
+	// its full pause.
+	DefaultMaxWait = 4 * time.Second
 )
 
 // SyncRunnerConfig configures a SyncRunner. Zero durations and shares
@@ -79,7 +95,9 @@ type SyncRunnerConfig struct {
 	BusyShare float64
 	// BudgetWindow: see DefaultBudgetWindow.
 	BudgetWindow time.Duration
-	Clock        clock.Clock
+	// MaxWait: see DefaultMaxWait.
+	MaxWait time.Duration
+	Clock   clock.Clock
 }
 
 func (c *SyncRunnerConfig) defaults() {
@@ -97,6 +115,9 @@ func (c *SyncRunnerConfig) defaults() {
 	}
 	if c.BudgetWindow <= 0 {
 		c.BudgetWindow = DefaultBudgetWindow
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -127,7 +148,7 @@ func NewSyncRunner(fn SyncFunc, cfg SyncRunnerConfig) *SyncRunner {
 		fn:       fn,
 		cfg:      cfg,
 		clock:    cfg.Clock,
-		budget:   newSyncBudget(cfg.BusyShare, cfg.BudgetWindow),
+		budget:   newSyncBudget(cfg.BusyShare, cfg.BudgetWindow, cfg.MaxWait),
 		requests: make(chan struct{}, 1),
 	}
 }

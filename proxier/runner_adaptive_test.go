@@ -66,11 +66,13 @@ func TestSyncRunnerBurstCoalescesIntoNextSync(t *testing.T) {
 
 // Expensive syncs under steady churn are spaced so they take BusyShare of
 // the time: at 50 % a 2 s sync is followed by a 2 s pause. The credit a
-// quiet start saved (share x window = 1 s) is spent first.
+// quiet start saved (share x window = 1 s) is spent first: a 2 s sync
+// at 50 % costs 1 s of it, so the second sync follows at once.
 func TestSyncRunnerExpensiveSyncsSpacedOut(t *testing.T) {
 	h := startRunnerWith(t, SyncRunnerConfig{BusyShare: 0.5, BudgetWindow: 2 * time.Second})
 	cost := 2 * time.Second
-	h.syncCosting(SyncRequest{Full: true}, cost, true) // credit 1 s -> -1 s
+	h.syncCosting(SyncRequest{Full: true}, cost, true) // credit 1 s -> 0
+	h.syncCosting(SyncRequest{}, cost, true)           // 0 -> -1 s
 	for range 4 {
 		h.expectEvent("after " + cost.String())
 		h.clk.Step(cost - time.Nanosecond)
@@ -82,13 +84,13 @@ func TestSyncRunnerExpensiveSyncsSpacedOut(t *testing.T) {
 }
 
 // One very long sync (a first full sync at 10k services) holds the
-// changes that follow it back by at most the budget window.
+// changes that follow it back by at most MaxWait.
 func TestSyncRunnerLongSyncDebtCapped(t *testing.T) {
-	window := 2 * time.Second
-	h := startRunnerWith(t, SyncRunnerConfig{BusyShare: 0.5, BudgetWindow: window})
+	maxWait := 3 * time.Second
+	h := startRunnerWith(t, SyncRunnerConfig{BusyShare: 0.5, BudgetWindow: time.Second, MaxWait: maxWait})
 	h.syncCosting(SyncRequest{Full: true}, 15*time.Second, true)
-	h.expectEvent("after " + window.String())
-	h.clk.Step(window)
+	h.expectEvent("after " + maxWait.String())
+	h.clk.Step(maxWait)
 	h.syncCosting(SyncRequest{}, 0, false)
 	h.expectNoEvent()
 }
@@ -111,4 +113,31 @@ func TestSyncRunnerExplicitMinIntervalIsAFloor(t *testing.T) {
 	h.clk.Step(holdoff)
 	h.syncCosting(SyncRequest{}, 0, false)
 	h.expectNoEvent()
+}
+
+// Under a burst of back-to-back changes, the default budget keeps sync
+// time within BudgetWindow's credit plus BusyShare of the span, whether a
+// sync costs 30 ms (1k services), 440 ms (10k, nft) or 2.2 s (10k,
+// legacy, each sync earning its whole pause under MaxWait).
+func TestSyncBudgetBurstShare(t *testing.T) {
+	for _, cost := range []time.Duration{30 * time.Millisecond, 440 * time.Millisecond, 2200 * time.Millisecond} {
+		b := newSyncBudget(DefaultBusyShare, DefaultBudgetWindow, DefaultMaxWait)
+		start := time.Unix(1000, 0)
+		now, busy := start, time.Duration(0)
+		b.refill(now)
+		for now.Sub(start) < time.Minute {
+			now = b.readyAt(now)
+			b.spend(now, now.Add(cost))
+			now, busy = now.Add(cost), busy+cost
+		}
+		span := now.Sub(start)
+		limit := time.Duration(DefaultBusyShare*float64(DefaultBudgetWindow)) + time.Duration(DefaultBusyShare*float64(span)) +
+			time.Duration((1-DefaultBusyShare)*float64(cost)) // the last sync's overrun
+		if busy > limit {
+			t.Errorf("cost %v: %v of sync in %v, more than %v", cost, busy, span, limit)
+		}
+		if share := float64(busy) / float64(span); share < DefaultBusyShare-0.02 {
+			t.Errorf("cost %v: syncs took %.2f of the time, want about %.2f", cost, share, DefaultBusyShare)
+		}
+	}
 }

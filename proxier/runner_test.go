@@ -366,7 +366,8 @@ func TestSyncRunnerRunNeverBlocks(t *testing.T) {
 	}
 	c := r.cfg
 	if c.MaxInterval != time.Hour || c.RetryInterval != time.Second || c.FullInterval != c.MaxInterval ||
-		c.BusyShare != DefaultBusyShare || c.BudgetWindow != DefaultBudgetWindow || c.Holdoff != 0 || c.MinInterval != 0 {
+		c.BusyShare != DefaultBusyShare || c.BudgetWindow != DefaultBudgetWindow || c.MaxWait != DefaultMaxWait ||
+		c.Holdoff != 0 || c.MinInterval != 0 {
 		t.Errorf("defaults: %+v", c)
 	}
 }

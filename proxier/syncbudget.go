@@ -5,22 +5,23 @@ import "time"
 // syncBudget is a token bucket of sync time: wall time earns credit at
 // share seconds per second, a sync spends its duration, and a sync may
 // start while the credit is not negative. Over any span T syncs take at
-// most limit + share*T, so a quiet node has limit in hand for a burst of
-// changes (each applied at once) and a node under steady churn settles at
-// share of one core with syncs spaced out by what they cost. The debt is
-// capped at limit too, so one very long sync (the first full one at 10k
-// services) does not hold back the changes that follow it for longer
-// than limit/share.
+// most limit + share*T plus what the last one overran, so a quiet node has limit in hand for a few
+// changes in a row (each applied at once) and a node under steady churn
+// settles at share of one core with syncs spaced out by what they cost.
+// The debt is capped at floor, so one very long sync (the first full one
+// at 10k services) does not hold back the changes that follow it for
+// longer than floor/share.
 type syncBudget struct {
 	share  float64
 	limit  time.Duration
+	floor  time.Duration // the deepest debt, negative
 	credit time.Duration
 	at     time.Time // when credit was last brought up to date
 }
 
-func newSyncBudget(share float64, window time.Duration) syncBudget {
+func newSyncBudget(share float64, window, maxWait time.Duration) syncBudget {
 	limit := time.Duration(share * float64(window))
-	return syncBudget{share: share, limit: limit, credit: limit}
+	return syncBudget{share: share, limit: limit, floor: -time.Duration(share * float64(maxWait)), credit: limit}
 }
 
 // refill adds what the time since the last update earned.
@@ -32,10 +33,14 @@ func (b *syncBudget) refill(now time.Time) {
 	b.at = now
 }
 
-// spend charges a sync that ran from start to end.
+// spend charges a sync that ran from start to end. While it ran, the
+// credit earned share and lost all of each second: it sinks by (1-share)
+// of the duration, so a full bucket loses nothing to its cap.
 func (b *syncBudget) spend(start, end time.Time) {
-	b.refill(end)
-	b.credit = max(b.credit-end.Sub(start), -b.limit)
+	b.refill(start)
+	d := end.Sub(start)
+	b.credit = max(b.credit-time.Duration((1-b.share)*float64(d)), b.floor)
+	b.at = later(b.at, end)
 }
 
 // readyAt is when the credit is back to zero (now or earlier if it is
