@@ -16,7 +16,8 @@
 # flags; its rows go into the iptables harness's table after the first-sync
 # rows): BENCH_E2E (1; 0 skips it), BENCH_E2E_BACKENDS ("iptables-nft
 # iptables-legacy nftables"), BENCH_E2E_NEW_SCALE (1000; 0 skips the new
-# services), BENCH_E2E_NEW (20), BENCH_E2E_BURST_SCALE (10000; 0 skips the
+# services), BENCH_E2E_NEW (20), BENCH_E2E_NEW_GAP (50ms: pause after each
+# new service is synced), BENCH_E2E_BURST_SCALE (10000; 0 skips the
 # burst), BENCH_E2E_BURST (1000), BENCH_E2E_BURST_OVER (10s),
 # BENCH_E2E_SETTLE (5s: pause after the first sync, whose cost the runner's
 # budget charges to the next 2 s; 0s measures right after it). A small
@@ -52,7 +53,7 @@ $GO build -o "$tmp/bench-nftables" ./hack/bench/nftables
 if [ "${BENCH_E2E:-1}" != 0 ]; then
   "$tmp/bench-nftables" -rows "$tmp/e2e.tsv" -endpoints "${BENCH_ENDPOINTS:-10}" \
     -suite-backends "${BENCH_E2E_BACKENDS:-iptables-nft iptables-legacy nftables}" \
-    -suite-new-scale "${BENCH_E2E_NEW_SCALE:-1000}" -suite-new "${BENCH_E2E_NEW:-20}" \
+    -suite-new-scale "${BENCH_E2E_NEW_SCALE:-1000}" -suite-new "${BENCH_E2E_NEW:-20}" -suite-new-gap "${BENCH_E2E_NEW_GAP:-50ms}" \
     -suite-burst-scale "${BENCH_E2E_BURST_SCALE:-10000}" -suite-burst "${BENCH_E2E_BURST:-1000}" \
     -suite-burst-over "${BENCH_E2E_BURST_OVER:-10s}" -suite-settle "${BENCH_E2E_SETTLE:-5s}"
   args+=(-e2e "$tmp/e2e.tsv")

@@ -33,10 +33,13 @@
 //     are declared in write order, never sorted (payload.go: sorted
 //     creation overflows iptables-nft-save's stack at ~100k chains).
 //   - A partial sync re-renders only the service ports the Diff names,
-//     writes only their chains whose rules changed (plus the top-level
-//     chains if a service appeared, went or changed what it contributes to
-//     them) and deletes their chains that went away, in one small
-//     transaction.
+//     writes only their chains whose rules changed and deletes their
+//     chains that went away, in one small transaction. When a service
+//     appeared, went or changed what it contributes to the top-level
+//     chains (KUBE-SERVICES, KUBE-NODEPORTS, the filter chains), those are
+//     edited in place, "-D chain rule" and "-I chain N rule" (edits.go),
+//     rather than flushed and refilled: at 1k services rewriting nat
+//     KUBE-SERVICES cost iptables-nft ~65 ms, the edit a few.
 //   - A periodic sync (Diff.Verify), or a partial sync when the last check
 //     is older than Config.VerifyInterval (two thirds of the sync period,
 //     proxier.CheckInterval), verifies what

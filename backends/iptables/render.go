@@ -3,8 +3,10 @@ package iptables
 import (
 	"maps"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -25,16 +27,42 @@ func Render(cfg Config, state *proxier.State, family v1.IPFamily) *Ruleset {
 // protocol, are left out of the family.
 func render(fc *familyConfig, state *proxier.State) *Ruleset {
 	rs := newRuleset(fc, state)
-	r := newServiceRenderer(fc, nodeOf(state))
-	for _, n := range sortedNames(state) {
-		if spr := r.render(state.Services[n], state.Endpoints[n]); spr != nil {
-			rs.names = append(rs.names, n)
-			rs.services[n] = spr
+	names := sortedNames(state)
+	for i, spr := range renderAll(fc, state, names) {
+		if spr != nil {
+			rs.names = append(rs.names, names[i])
+			rs.services[names[i]] = spr
 		}
 	}
 	rs.changed = rs.names
 	rs.dispatch, rs.dispatchRebuilt = buildDispatch(fc, rs), true
 	return rs
+}
+
+// renderChunk is the fewest service ports worth a goroutine of their own.
+const renderChunk = 256
+
+// renderAll renders every named service port, in parallel over the CPUs
+// for big states: the render is on the critical path of a first sync
+// (~30 ms at 1k services, 250 ms at 10k on one core), before the restore
+// can start. out[i] is names[i]'s rules, nil when it has none of the
+// family; each goroutine fills its own contiguous range with its own
+// renderer, so the result does not depend on the scheduling.
+func renderAll(fc *familyConfig, state *proxier.State, names []proxier.ServicePortName) []*servicePortRules {
+	out := make([]*servicePortRules, len(names))
+	workers := min(runtime.GOMAXPROCS(0), (len(names)+renderChunk-1)/renderChunk)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*len(names)/workers, (w+1)*len(names)/workers
+		wg.Go(func() {
+			r := newServiceRenderer(fc, nodeOf(state))
+			for i := lo; i < hi; i++ {
+				out[i] = r.render(state.Services[names[i]], state.Endpoints[names[i]])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // renderPartial re-renders only the service ports a Diff names and reuses

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -130,6 +131,9 @@ type childOpts struct {
 	burst                        int    // EndpointSlice updates in the burst, 0 for none
 	burstOver                    time.Duration
 	settle                       time.Duration // after the first sync
+	// gap is the pause after each new service is synced before the next
+	// is created (0: 50 ms).
+	gap time.Duration
 }
 
 func runChild(o childOpts) (*childResult, error) {
@@ -179,7 +183,7 @@ func runChild(o childOpts) (*childResult, error) {
 			return nil, err
 		}
 		res.NewServices = append(res.NewServices, c)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(cmp.Or(o.gap, 50*time.Millisecond))
 	}
 	if o.burst > 0 {
 		if res.Burst, err = runBurst(ctx, client, w, tb, o); err != nil {

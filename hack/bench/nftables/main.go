@@ -33,13 +33,14 @@ func main() {
 	burst := flag.Int("burst", 0, "with -child: EndpointSlice updates in a burst after the rest")
 	burstOver := flag.Duration("burst-over", 10*time.Second, "with -child: the span of the burst")
 	settle := flag.Duration("settle", 0, "with -child: pause after the first sync before measuring")
+	gap := flag.Duration("new-gap", 50*time.Millisecond, "with -child: pause after each new service is synced")
 	rows := flag.String("rows", "", "run the end-to-end latency suite (-suite-*) and write its table rows here")
 	suite := addSuiteFlags()
 	flag.Parse()
 	if *child {
 		n, _ := strconv.Atoi(*scales)
 		res, err := runChild(childOpts{n: n, eps: *eps, changes: *changes, newServices: *newSvcs,
-			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle})
+			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle, gap: *gap})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)

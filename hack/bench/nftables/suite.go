@@ -24,6 +24,7 @@ type suiteConfig struct {
 	burstScale, burst     int
 	burstOver             time.Duration
 	settle                time.Duration
+	newGap                time.Duration
 }
 
 func addSuiteFlags() *suiteConfig {
@@ -35,6 +36,7 @@ func addSuiteFlags() *suiteConfig {
 	flag.IntVar(&c.burst, "suite-burst", 1000, "EndpointSlice updates in the burst")
 	flag.DurationVar(&c.burstOver, "suite-burst-over", 10*time.Second, "span of the burst")
 	flag.DurationVar(&c.settle, "suite-settle", 5*time.Second, "pause after the first sync before measuring")
+	flag.DurationVar(&c.newGap, "suite-new-gap", 50*time.Millisecond, "pause after each new service is synced before the next is created")
 	return c
 }
 
@@ -58,7 +60,7 @@ func runSuite(c *suiteConfig, eps int, path string) error {
 		if c.newScale > 0 {
 			fmt.Fprintf(os.Stderr, "bench: %s: %d new services on %d\n", be, c.newServices, c.newScale)
 			res, err := inNetns(func(ns string) (*childResult, error) {
-				return runChildIn(ns, append(childArgs(c.newScale, eps, 0, c.newServices), common...)...)
+				return runChildIn(ns, append(childArgs(c.newScale, eps, 0, c.newServices), append(common, "-new-gap", c.newGap.String())...)...)
 			})
 			if err != nil {
 				return fmt.Errorf("%s, new services: %w", be, err)
