@@ -55,7 +55,7 @@ func runSuite(c *suiteConfig, eps int, path string) error {
 	for _, be := range strings.Fields(c.backends) {
 		// -settle: a node that has been up a while, not one whose first
 		// full sync just spent the runner's sync budget (which then holds
-		// the next sync back by up to 2 s).
+		// the next sync back by up to MaxWait, 4 s).
 		common := []string{"-backend=" + be, "-daemon-defaults", "-settle", c.settle.String()}
 		if c.newScale > 0 {
 			fmt.Fprintf(os.Stderr, "bench: %s: %d new services on %d\n", be, c.newServices, c.newScale)
