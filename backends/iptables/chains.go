@@ -82,12 +82,26 @@ type servicePortChains struct {
 // chain names stable across restarts and identical to kube-proxy's, so a
 // node switched from kube-proxy replaces its chains in place.
 func portProtoHash(name proxier.ServicePortName) string {
-	return chainHash(name.String() + strings.ToLower(string(name.Protocol)))
+	return chainHash(hashKey(name))
 }
 
-func chainHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return base32.StdEncoding.EncodeToString(sum[:])[:16]
+// hashKey is what kube-proxy hashes for a service port's chain names:
+// "ns/name:port" and the protocol in lower case.
+func hashKey(name proxier.ServicePortName) string {
+	return name.String() + strings.ToLower(string(name.Protocol))
+}
+
+func chainHash(s string) string { return hashedName("", s, "") }
+
+// hashedName is prefix followed by the first 16 base32 characters of
+// the SHA-256 of a+b, built with a single allocation (the render names
+// ~110k chains at 10k services).
+func hashedName(prefix, a, b string) string {
+	var in [160]byte
+	sum := sha256.Sum256(append(append(in[:0], a...), b...))
+	var enc [56]byte
+	base32.StdEncoding.Encode(enc[:], sum[:])
+	return prefix + string(enc[:16])
 }
 
 func chainsFor(name proxier.ServicePortName) servicePortChains {
@@ -103,7 +117,7 @@ func chainsFor(name proxier.ServicePortName) servicePortChains {
 // endpointChainName is kube-proxy's servicePortEndpointChainName; endpoint
 // is "ip:port" ("[ip]:port" for IPv6).
 func endpointChainName(name proxier.ServicePortName, endpoint string) string {
-	return prefixEndpoint + chainHash(name.String()+strings.ToLower(string(name.Protocol))+endpoint)
+	return hashedName(prefixEndpoint, hashKey(name), endpoint)
 }
 
 // isServiceChain reports whether a chain is a per-service-port chain of this

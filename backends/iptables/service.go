@@ -38,7 +38,7 @@ type servicePortView struct {
 	sourceRanges []netip.Prefix
 	chains       servicePortChains
 	sel          proxier.EndpointSelection
-	epChains     map[netip.AddrPort]string
+	endpoints    map[netip.AddrPort]endpointNames
 
 	hasEndpoints, hasInternal, hasExternal bool
 	usesClusterChain, usesLocalChain       bool
@@ -54,6 +54,8 @@ func (r *serviceRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint
 		return nil
 	}
 	out := &servicePortRules{
+		// The endpoint chains, two policy chains, KUBE-EXT and KUBE-FW.
+		chains:          make([]*chainRules, 0, len(v.sel.AllReachable)+4),
 		noLocalInternal: v.hasEndpoints && !v.hasInternal,
 		noLocalExternal: v.hasEndpoints && !v.hasExternal && v.externallyAccessible(),
 	}
@@ -85,9 +87,15 @@ func (r *serviceRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) 
 		chains:       chainsFor(sp.Name),
 		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
 	}
-	v.epChains = make(map[netip.AddrPort]string, len(v.sel.AllReachable))
+	v.endpoints = make(map[netip.AddrPort]endpointNames, len(v.sel.AllReachable))
+	key := hashKey(sp.Name)
 	for _, ep := range v.sel.AllReachable {
-		v.epChains[ep.Key()] = endpointChainName(sp.Name, endpointString(ep))
+		addr := endpointString(ep)
+		v.endpoints[ep.Key()] = endpointNames{
+			chain:   hashedName(prefixEndpoint, key, addr),
+			addr:    addr,
+			comment: `-m comment --comment "` + v.name + " -> " + addr + `"`,
+		}
 	}
 	v.decide()
 	return v
@@ -141,7 +149,7 @@ func (v *servicePortView) shortCircuitChain() string {
 func (v *servicePortView) match(dst netip.Addr, text string, port uint16) string {
 	d := ""
 	if dst.IsValid() {
-		d = "-d " + hostPrefix(dst) + " "
+		d = hostArg("-d", dst) + " "
 	}
 	return d + "-p " + v.proto + " " + comment(text) + " -m " + v.proto + " --dport " + strconv.Itoa(int(port))
 }
@@ -172,10 +180,21 @@ func protocolName(p v1.Protocol) string {
 	return ""
 }
 
-// hostPrefix formats an address as a host prefix ("10.0.0.1/32"), as
-// iptables-save prints it.
-func hostPrefix(a netip.Addr) string {
-	return netip.PrefixFrom(a, a.BitLen()).String()
+// endpointNames are the strings an endpoint's rules use, built once per
+// endpoint: its KUBE-SEP chain, "ip:port", and the comment of the rules
+// that jump to it ("ns/name:port -> ip:port").
+type endpointNames struct {
+	chain, addr, comment string
+}
+
+// hostArg is "<flag> ip/32" ("ip/128" for IPv6) in one allocation.
+func hostArg(flag string, a netip.Addr) string {
+	var buf [64]byte
+	b := append(append(buf[:0], flag...), ' ')
+	b = a.AppendTo(b)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(a.BitLen()), 10)
+	return string(b)
 }
 
 // endpointString is "ip:port" ("[ip]:port" for IPv6), with IPv4-mapped

@@ -100,16 +100,17 @@ func (r *serviceRenderer) nodePortRules(v *servicePortView, out *servicePortRule
 // reach: a hairpin masquerade rule, then the DNAT (recording the client
 // for session affinity).
 func (r *serviceRenderer) endpointChains(v *servicePortView, out *servicePortRules) {
-	cmt := comment(v.name)
+	cmt, proto, module := comment(v.name), "-p "+v.proto, "-m "+v.proto
 	for _, ep := range v.sel.AllReachable {
-		sep := v.epChains[ep.Key()]
+		names := v.endpoints[ep.Key()]
+		sep := names.chain
 		recent := ""
 		if v.sp.AffinityTimeoutSeconds > 0 {
 			recent = "-m recent --name " + sep + " --set"
 		}
 		out.chains = append(out.chains, newChain(tableNAT, sep,
-			rule(sep, "-s "+hostPrefix(ep.IP.Unmap()), cmt, "-j", chainMarkMasq),
-			rule(sep, "-p "+v.proto, cmt, recent, "-m "+v.proto, "-j DNAT --to-destination", endpointString(ep))))
+			rule(sep, hostArg("-s", ep.IP.Unmap()), cmt, "-j", chainMarkMasq),
+			rule(sep, proto, cmt, recent, module, "-j DNAT --to-destination", names.addr)))
 	}
 }
 
@@ -127,6 +128,7 @@ func (r *serviceRenderer) policyChains(v *servicePortView, out *servicePortRules
 
 func (r *serviceRenderer) policyChain(v *servicePortView, name string, eps []proxier.Endpoint) *chainRules {
 	c := newChain(tableNAT, name)
+	c.rules = make([]string, 0, 1+2*len(eps)) // masquerade, affinity, jumps
 	if v.hasInternal && v.internalChain == name {
 		m := v.match(v.clusterIP, v.name+" cluster IP", v.sp.Port)
 		switch {
@@ -140,9 +142,9 @@ func (r *serviceRenderer) policyChain(v *servicePortView, name string, eps []pro
 	}
 	if t := v.sp.AffinityTimeoutSeconds; t > 0 {
 		for _, ep := range eps {
-			sep := v.epChains[ep.Key()]
-			c.rules = append(c.rules, rule(name, comment(v.name+" -> "+endpointString(ep)),
-				"-m recent --name "+sep+" --rcheck --seconds "+strconv.Itoa(int(t))+" --reap -j", sep))
+			names := v.endpoints[ep.Key()]
+			c.rules = append(c.rules, rule(name, names.comment,
+				"-m recent --name "+names.chain+" --rcheck --seconds "+strconv.Itoa(int(t))+" --reap -j", names.chain))
 		}
 	}
 	for i, ep := range eps {
@@ -151,7 +153,8 @@ func (r *serviceRenderer) policyChain(v *servicePortView, name string, eps []pro
 			// Rule i takes 1/(n-i) of what reaches it: uniform overall.
 			stat = "-m statistic --mode random --probability " + r.probability(len(eps)-i)
 		}
-		c.rules = append(c.rules, rule(name, comment(v.name+" -> "+endpointString(ep)), stat, "-j", v.epChains[ep.Key()]))
+		names := v.endpoints[ep.Key()]
+		c.rules = append(c.rules, rule(name, names.comment, stat, "-j", names.chain))
 	}
 	return c
 }
@@ -205,7 +208,7 @@ func (r *serviceRenderer) firewallChain(v *servicePortView, out *servicePortRule
 		// A VIP-style LB IP is often a local address: the node's own
 		// requests to it loop back with the LB IP as source.
 		for _, ip := range v.lbIPs {
-			c.rules = append(c.rules, rule(name, "-s "+hostPrefix(ip), cmt, "-j", v.chains.external))
+			c.rules = append(c.rules, rule(name, hostArg("-s", ip), cmt, "-j", v.chains.external))
 		}
 	}
 	c.rules = append(c.rules, rule(name, comment("other traffic to "+v.name+" will be dropped by KUBE-PROXY-FIREWALL")))
