@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 )
 
@@ -53,18 +53,10 @@ func floorRun(ctx context.Context, mode string, payload []byte) (s sample, err e
 
 // payloadFile returns an open, unlinked temporary file holding payload.
 func payloadFile(payload []byte) (*os.File, error) {
-	f, err := os.CreateTemp("", "sybench-floor-")
-	if err != nil {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("sybench-floor-%d", os.Getpid()))
+	if err := os.WriteFile(path, payload, 0o600); err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name())
-	if _, err := f.Write(payload); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	defer os.Remove(path)
+	return os.Open(path)
 }
