@@ -54,7 +54,7 @@ func (s *EndpointSelection) External(sp *ServicePort) []Endpoint {
 // every ready endpoint carries hints and one matches this node or its zone;
 // internal and external traffic policies pick Cluster or Local.
 func SelectEndpoints(sp *ServicePort, all []Endpoint, node NodeInfo, family v1.IPFamily) EndpointSelection {
-	eps := filterEndpoints(all, func(e *Endpoint) bool { return FamilyOf(e.IP) == family })
+	eps := ofFamily(all, family)
 	var sel EndpointSelection
 	if sp.UsesClusterEndpoints() {
 		sel.Cluster = selectCluster(eps, node)
@@ -68,6 +68,16 @@ func SelectEndpoints(sp *ServicePort, all []Endpoint, node NodeInfo, family v1.I
 	sel.HasAny = sel.HasAny || slices.ContainsFunc(eps, func(e Endpoint) bool { return usable(&e) })
 	sel.AllReachable = unionEndpoints(sel.Cluster, sel.Local)
 	return sel
+}
+
+// ofFamily returns the endpoints of a family; all itself when every one is
+// (the usual case), as it is only read.
+func ofFamily(all []Endpoint, family v1.IPFamily) []Endpoint {
+	other := func(e Endpoint) bool { return FamilyOf(e.IP) != family }
+	if !slices.ContainsFunc(all, other) {
+		return all
+	}
+	return filterEndpoints(all, func(e *Endpoint) bool { return FamilyOf(e.IP) == family })
 }
 
 // usable reports whether traffic may be sent to the endpoint at all.
@@ -137,8 +147,21 @@ func availableForTopology(e *Endpoint, mode topology, node NodeInfo) bool {
 	return true
 }
 
+// filterEndpoints returns a new slice of the endpoints keep accepts, nil if
+// none. It counts them first: Endpoint is large and the render filters
+// every service port's endpoints, so growing by appends would copy them
+// several times over.
 func filterEndpoints(eps []Endpoint, keep func(*Endpoint) bool) []Endpoint {
-	var out []Endpoint
+	n := 0
+	for i := range eps {
+		if keep(&eps[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Endpoint, 0, n)
 	for i := range eps {
 		if keep(&eps[i]) {
 			out = append(out, eps[i])

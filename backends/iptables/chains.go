@@ -77,47 +77,50 @@ type servicePortChains struct {
 	cluster, local, external, firewall string
 }
 
-// portProtoHash is kube-proxy's portProtoHash: the first 16 characters of
-// base32(sha256(servicePortName + protocol)). Using the same inputs keeps
-// chain names stable across restarts and identical to kube-proxy's, so a
-// node switched from kube-proxy replaces its chains in place.
-func portProtoHash(name proxier.ServicePortName) string {
-	return chainHash(hashKey(name))
-}
-
 // hashKey is what kube-proxy hashes for a service port's chain names:
 // "ns/name:port" and the protocol in lower case.
 func hashKey(name proxier.ServicePortName) string {
-	return name.String() + strings.ToLower(string(name.Protocol))
+	return name.String() + lowerProtocol(name.Protocol)
 }
 
-func chainHash(s string) string { return hashedName("", s, "") }
+// hashedName is prefix followed by nameHash(in), built with a single
+// allocation (the render names ~110k chains at 10k services).
+func hashedName(prefix string, in []byte) string {
+	h := nameHash(in)
+	return prefix + string(h[:])
+}
 
-// hashedName is prefix followed by the first 16 base32 characters of
-// the SHA-256 of a+b, built with a single allocation (the render names
-// ~110k chains at 10k services).
-func hashedName(prefix, a, b string) string {
-	var in [160]byte
-	sum := sha256.Sum256(append(append(in[:0], a...), b...))
+// nameHash is kube-proxy's portProtoHash of in: the first 16 characters
+// of base32(sha256(in)). Hashing the same inputs (hashKey, then the
+// endpoint for KUBE-SEP chains) keeps chain names stable across restarts
+// and identical to kube-proxy's, so a node switched from kube-proxy
+// replaces its chains in place.
+func nameHash(in []byte) [16]byte {
+	sum := sha256.Sum256(in)
 	var enc [56]byte
 	base32.StdEncoding.Encode(enc[:], sum[:])
-	return prefix + string(enc[:16])
+	return [16]byte(enc[:16])
 }
 
 func chainsFor(name proxier.ServicePortName) servicePortChains {
-	h := portProtoHash(name)
+	return chainsForKey([]byte(hashKey(name)))
+}
+
+// chainsForKey names the chains of the service port whose hashKey is key.
+func chainsForKey(key []byte) servicePortChains {
+	h := nameHash(key)
 	return servicePortChains{
-		cluster:  prefixClusterPolicy + h,
-		local:    prefixLocalPolicy + h,
-		external: prefixExternal + h,
-		firewall: prefixFirewall + h,
+		cluster:  prefixClusterPolicy + string(h[:]),
+		local:    prefixLocalPolicy + string(h[:]),
+		external: prefixExternal + string(h[:]),
+		firewall: prefixFirewall + string(h[:]),
 	}
 }
 
 // endpointChainName is kube-proxy's servicePortEndpointChainName; endpoint
 // is "ip:port" ("[ip]:port" for IPv6).
 func endpointChainName(name proxier.ServicePortName, endpoint string) string {
-	return hashedName(prefixEndpoint, hashKey(name), endpoint)
+	return hashedName(prefixEndpoint, []byte(hashKey(name)+endpoint))
 }
 
 // isServiceChain reports whether a chain is a per-service-port chain of this

@@ -25,7 +25,13 @@ type chainRules struct {
 }
 
 func newChain(t table, name string, rules ...string) *chainRules {
-	return &chainRules{key: chainKey{table: t, name: name}, tier: tierOf(t, name), rules: rules}
+	c := makeChain(t, name, rules)
+	return &c
+}
+
+// makeChain is newChain for chains allocated together.
+func makeChain(t table, name string, rules []string) chainRules {
+	return chainRules{key: chainKey{table: t, name: name}, tier: tierOf(t, name), rules: rules}
 }
 
 // hash fingerprints the chain's rules, to tell whether it changed since

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,12 +12,20 @@ import (
 )
 
 // serviceRenderer renders service ports of one family. It caches the
-// probability strings; it is not shared between goroutines.
+// probability matches and keeps scratch space from one service port to
+// the next; it is not shared between goroutines.
 type serviceRenderer struct {
 	fc            *familyConfig
 	node          proxier.NodeInfo
 	nodeAddrs     []netip.Addr
 	probabilities []string
+
+	w ruleWriter
+	// hashIn holds what a chain name hashes; seps and sepIndex, the
+	// view's endpoint chain names.
+	hashIn   []byte
+	seps     []string
+	sepIndex []sepChain
 }
 
 func newServiceRenderer(fc *familyConfig, node proxier.NodeInfo) *serviceRenderer {
@@ -38,7 +45,11 @@ type servicePortView struct {
 	sourceRanges []netip.Prefix
 	chains       servicePortChains
 	sel          proxier.EndpointSelection
-	endpoints    map[netip.AddrPort]endpointNames
+	// seps are the KUBE-SEP chains of sel.AllReachable, in its order;
+	// sepIndex, the same sorted by endpoint, for sepOf. Both are the
+	// renderer's: valid until its next view.
+	seps     []string
+	sepIndex []sepChain
 
 	hasEndpoints, hasInternal, hasExternal bool
 	usesClusterChain, usesLocalChain       bool
@@ -84,21 +95,43 @@ func (r *serviceRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) 
 		externalIPs:  proxier.AddrsOfFamily(sp.ExternalIPs, r.fc.family),
 		lbIPs:        proxier.AddrsOfFamily(sp.LoadBalancerIPs, r.fc.family),
 		sourceRanges: proxier.PrefixesOfFamily(sp.LoadBalancerSourceRanges, r.fc.family),
-		chains:       chainsFor(sp.Name),
 		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
 	}
-	v.endpoints = make(map[netip.AddrPort]endpointNames, len(v.sel.AllReachable))
-	key := hashKey(sp.Name)
-	for _, ep := range v.sel.AllReachable {
-		addr := endpointString(ep)
-		v.endpoints[ep.Key()] = endpointNames{
-			chain:   hashedName(prefixEndpoint, key, addr),
-			addr:    addr,
-			comment: `-m comment --comment "` + v.name + " -> " + addr + `"`,
-		}
-	}
+	r.nameChains(v)
 	v.decide()
 	return v
+}
+
+// nameChains names the port's chains and those of its reachable
+// endpoints, hashing in the renderer's buffer what hashKey and
+// endpointChainName would build as strings.
+func (r *serviceRenderer) nameChains(v *servicePortView) {
+	r.hashIn = append(append(r.hashIn[:0], v.name...), lowerProtocol(v.sp.Name.Protocol)...)
+	v.chains = chainsForKey(r.hashIn)
+	r.seps, r.sepIndex = r.seps[:0], r.sepIndex[:0]
+	key := len(r.hashIn)
+	for _, ep := range v.sel.AllReachable {
+		r.hashIn = endpointAddr(ep).AppendTo(r.hashIn[:key])
+		sep := hashedName(prefixEndpoint, r.hashIn)
+		r.seps = append(r.seps, sep)
+		r.sepIndex = append(r.sepIndex, sepChain{key: ep.Key(), chain: sep})
+	}
+	slices.SortFunc(r.sepIndex, func(a, b sepChain) int { return a.key.Compare(b.key) })
+	v.seps, v.sepIndex = r.seps, r.sepIndex
+}
+
+// sepChain is the KUBE-SEP chain of the endpoint whose Key is key.
+type sepChain struct {
+	key   netip.AddrPort
+	chain string
+}
+
+// sepOf returns the KUBE-SEP chain of ep, one of sel.AllReachable. (A
+// sorted slice rather than a map: a renderer's map would keep the size
+// of its biggest port, and every clear would walk it.)
+func (v *servicePortView) sepOf(ep proxier.Endpoint) string {
+	i, _ := slices.BinarySearchFunc(v.sepIndex, ep.Key(), func(s sepChain, k netip.AddrPort) int { return s.key.Compare(k) })
+	return v.sepIndex[i].chain
 }
 
 // decide mirrors kube-proxy: which chains exist and where each kind of
@@ -144,20 +177,13 @@ func (v *servicePortView) shortCircuitChain() string {
 	return ""
 }
 
-// match is the destination/protocol/port match shared by the dispatch
-// rules: "-d ip/32 -p tcp <comment> -m tcp --dport N".
-func (v *servicePortView) match(dst netip.Addr, text string, port uint16) string {
-	d := ""
-	if dst.IsValid() {
-		d = hostArg("-d", dst) + " "
-	}
-	return d + "-p " + v.proto + " " + comment(text) + " -m " + v.proto + " --dport " + strconv.Itoa(int(port))
-}
-
+// probability is the statistic match of a jump that takes 1/n of the
+// traffic reaching it.
 func (r *serviceRenderer) probability(n int) string {
 	for len(r.probabilities) <= n {
 		// kube-proxy's computeProbability.
-		r.probabilities = append(r.probabilities, fmt.Sprintf("%0.10f", 1.0/float64(len(r.probabilities))))
+		p := 1.0 / float64(len(r.probabilities))
+		r.probabilities = append(r.probabilities, fmt.Sprintf("-m statistic --mode random --probability %0.10f", p))
 	}
 	return r.probabilities[n]
 }
@@ -175,30 +201,27 @@ func validEndpoints(eps []proxier.Endpoint) []proxier.Endpoint {
 func protocolName(p v1.Protocol) string {
 	switch p {
 	case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-		return strings.ToLower(string(p))
+		return lowerProtocol(p)
 	}
 	return ""
 }
 
-// endpointNames are the strings an endpoint's rules use, built once per
-// endpoint: its KUBE-SEP chain, "ip:port", and the comment of the rules
-// that jump to it ("ns/name:port -> ip:port").
-type endpointNames struct {
-	chain, addr, comment string
+// lowerProtocol is strings.ToLower(string(p)), without allocating for
+// the protocols rules are written for.
+func lowerProtocol(p v1.Protocol) string {
+	switch p {
+	case v1.ProtocolTCP:
+		return "tcp"
+	case v1.ProtocolUDP:
+		return "udp"
+	case v1.ProtocolSCTP:
+		return "sctp"
+	}
+	return strings.ToLower(string(p))
 }
 
-// hostArg is "<flag> ip/32" ("ip/128" for IPv6) in one allocation.
-func hostArg(flag string, a netip.Addr) string {
-	var buf [64]byte
-	b := append(append(buf[:0], flag...), ' ')
-	b = a.AppendTo(b)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(a.BitLen()), 10)
-	return string(b)
-}
-
-// endpointString is "ip:port" ("[ip]:port" for IPv6), with IPv4-mapped
-// addresses unmapped.
-func endpointString(ep proxier.Endpoint) string {
-	return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port).String()
+// endpointAddr is the endpoint's "ip:port" as rules print it, with an
+// IPv4-mapped address unmapped.
+func endpointAddr(ep proxier.Endpoint) netip.AddrPort {
+	return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port)
 }
