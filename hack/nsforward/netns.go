@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -72,4 +73,23 @@ func runLocked(nsPath string, fn func() error) (bool, error) {
 		return false, fmt.Errorf("return from netns %s: %w", nsPath, err)
 	}
 	return true, fnErr
+}
+
+// dialInNetns returns a dialFunc whose sockets are created inside nsPath: the
+// connect happens on a thread switched into the namespace, and the socket
+// keeps that namespace afterwards.
+func dialInNetns(nsPath string) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := runInNetns(nsPath, func() error {
+			var d net.Dialer
+			var err error
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dial %s in %s: %w", addr, nsPath, err)
+		}
+		return conn, nil
+	}
 }

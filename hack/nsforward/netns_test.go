@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -60,5 +62,39 @@ func TestListenInNetnsIsOnlyReachableInside(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("dial %s inside %s: %v", addr, ns, err)
+	}
+}
+
+func TestDialInNetnsReachesOnlyInside(t *testing.T) {
+	ns := tempNetns(t)
+	ln, err := listenInNetns(ns, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("inside"))
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	c, err := dialInNetns(ns)(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s inside %s: %v", addr, ns, err)
+	}
+	buf, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(buf) != "inside" {
+		t.Fatalf("read %q, %v; want %q", buf, err, "inside")
+	}
+	// The calling goroutine's thread is back in the test's namespace.
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("plain dial of %s reached the namespace's listener", addr)
 	}
 }

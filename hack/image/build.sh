@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# build.sh IMAGE...: build container images on this machine, with no engine
+# and no registry, as docker-archive tarballs (`ctr images import`,
+# `podman load`). Prints one "IMAGE=PATH" line per image on stdout.
+#
+#   switchyard  localhost/switchyard:$VERSION: the static daemon (bin/switchyard,
+#               `make build`) on a Debian rootfs with the tools it calls
+#               (hack/image/switchyard.packages); written to
+#               _output/images/switchyard-$VERSION.tar
+#   pause       registry.k8s.io/pause:<tag>: upstream's pause.c, built static
+#   busybox     registry.k8s.io/e2e-test-images/busybox:<tag>: Debian's busybox-static
+#   agnhost     registry.k8s.io/e2e-test-images/agnhost:<tag>: agnhost on a Debian
+#               rootfs with the tools upstream's image carries (agnhost.packages)
+#   coredns     registry.k8s.io/coredns/coredns:v<version>
+# The e2e tags are read from the pinned Kubernetes module's
+# test/utils/image/manifest.go, so they are the names the e2e framework asks for.
+#
+# Root filesystems (mmdebstrap, ~1 min each) and the third-party images are
+# cached under ${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/images, keyed on
+# what they are built from; the switchyard image is rebuilt each time (seconds).
+#
+# Environment: VERSION (default: git describe), SOURCE_DATE_EPOCH.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$root/hack/image"
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/images"
+VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}"
+mkdir -p "$cache" "$root/_output/images"
+
+log() { echo "image: $*" >&2; }
+key() { cat "$@" | sha256sum | cut -c1-16; }
+k8s_dir() {
+  local v; v="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$root/hack/tools/go.mod")"
+  (cd "$root/hack/tools" && go mod download k8s.io/kubernetes >/dev/null)
+  echo "$(go env GOMODCACHE)/k8s.io/kubernetes@$v"
+}
+
+# e2e_tag NAME: the tag test/utils/image/manifest.go gives image NAME.
+e2e_tag() {
+  sed -n "s/.*configs\[[A-Za-z0-9]*\] = Config{list\.[A-Za-z0-9]*, \"$1\", \"\([^\"]*\)\"}.*/\1/p" \
+    "$(k8s_dir)/test/utils/image/manifest.go" | head -n1
+}
+
+# ociimage ARGS...: run hack/ociimage (built from this checkout).
+ociimage() {
+  (cd "$root" && go build -o "$cache/ociimage" ./hack/ociimage)
+  "$cache/ociimage" "$@"
+}
+
+# rootfs NAME PKGFILE [MMDEBSTRAP-ARGS...]: cached rootfs tar of one package list.
+rootfs() {
+  local name="$1" pkgs="$2" out; shift 2
+  out="$cache/rootfs-$name-$(printf '%s\n' "$@" | key "$here/rootfs.sh" "$pkgs" -).tar"
+  if [ ! -s "$out" ]; then
+    log "building the $name rootfs with mmdebstrap"
+    local t0=$SECONDS
+    # mmdebstrap picks its output format from the name's extension.
+    "$here/rootfs.sh" "${out%.tar}.tmp.tar" "$pkgs" "$@" >&2
+    mv "${out%.tar}.tmp.tar" "$out"
+    log "$name rootfs built in $((SECONDS - t0))s ($(du -m "$out" | cut -f1) MB)"
+  fi
+  echo "$out"
+}
+
+img_switchyard() {
+  local out="$root/_output/images/switchyard-$VERSION.tar" base
+  make -C "$root" build VERSION="$VERSION" >&2
+  base="$(rootfs switchyard "$here/switchyard.packages")"
+  ociimage -o "$out" -tag "localhost/switchyard:$VERSION" -layer "$base" \
+    -file "$root/bin/switchyard:/usr/local/bin/switchyard:0755" \
+    -entrypoint '["/usr/local/bin/switchyard"]'
+  echo "$out"
+}
+
+img_pause() {
+  local tag src out; tag="$(e2e_tag pause)"; src="$(k8s_dir)/build/pause/linux/pause.c"
+  out="$cache/pause-$tag-$(key "$src" "$0").tar"
+  if [ ! -s "$out" ]; then
+    gcc -Os -Wall -static -DVERSION="v$tag" -o "$cache/pause" "$src"
+    ociimage -o "$out" -tag "registry.k8s.io/pause:$tag" -file "$cache/pause:/pause:0755" \
+      -entrypoint '["/pause"]'
+  fi
+  echo "$out"
+}
+
+img_busybox() {
+  local tag out bb=/bin/busybox; tag="$(e2e_tag busybox)"
+  [ -x "$bb" ] || { log "busybox-static is not installed (hack/install-deps.sh)"; return 1; }
+  out="$cache/busybox-$tag-$(key "$bb" "$0").tar"
+  if [ ! -s "$out" ]; then
+    local args=(-file "$bb:/bin/busybox:0755" -dir /tmp:1777 -dir /etc -dir /root:0700)
+    local applet
+    for applet in $("$bb" --list); do
+      [ "$applet" = busybox ] || args+=(-symlink "/bin/$applet:busybox")
+    done
+    ociimage -o "$out" -tag "registry.k8s.io/e2e-test-images/busybox:$tag" "${args[@]}" -cmd '["sh"]'
+  fi
+  echo "$out"
+}
+
+img_agnhost() {
+  local tag bin base out porter; tag="$(e2e_tag agnhost)"
+  bin="$("$root/hack/build-tools.sh" agnhost | tail -n1)/agnhost"
+  # The e2e tests for supplemental groups expect this user and these groups.
+  base="$(rootfs agnhost "$here/agnhost.packages" \
+    --customize-hook='echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd"' \
+    --customize-hook='echo "user-defined-in-image:x:1000:" >>"$1/etc/group"' \
+    --customize-hook='echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"')"
+  porter="$(k8s_dir)/test/images/agnhost/porter"
+  out="$cache/agnhost-$tag-$(key "$bin" "$base" "$0").tar"
+  if [ ! -s "$out" ]; then
+    ociimage -o "$out" -tag "registry.k8s.io/e2e-test-images/agnhost:$tag" -layer "$base" \
+      -file "$bin:/agnhost:0755" -symlink /agnhost-2:agnhost -dir /uploads \
+      -file "$porter/localhost.crt:/localhost.crt:0644" -file "$porter/localhost.key:/localhost.key:0600" \
+      -entrypoint '["/agnhost"]' -cmd '["pause"]'
+  fi
+  echo "$out"
+}
+
+img_coredns() {
+  local bin v out
+  bin="$("$root/hack/build-tools.sh" coredns | tail -n1)/coredns"
+  v="$(awk '$1=="require" && $2=="github.com/coredns/coredns"{print $3}' "$root/hack/tools/coredns/go.mod")"
+  out="$cache/coredns-$v-$(key "$bin" "$0").tar"
+  if [ ! -s "$out" ]; then
+    ociimage -o "$out" -tag "registry.k8s.io/coredns/coredns:$v" -file "$bin:/coredns:0755" \
+      -entrypoint '["/coredns"]'
+  fi
+  echo "$out"
+}
+
+[ $# -gt 0 ] || { echo "usage: $0 switchyard|pause|busybox|agnhost|coredns..." >&2; exit 2; }
+for img in "$@"; do
+  case "$img" in
+    switchyard|pause|busybox|agnhost|coredns) path="$("img_$img")"; echo "$img=$path" ;;
+    *) echo "build.sh: unknown image $img" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# rootfs.sh OUT.tar PACKAGES-FILE [MMDEBSTRAP-ARGS...]: a minimal Debian bookworm root filesystem
+# with the packages listed in PACKAGES-FILE (one per line, # comments), as a
+# tar file, built by mmdebstrap from the Debian package mirror.
+#
+# Both image builds use it: `make image` (hack/image/build.sh, on the host)
+# and deploy/Containerfile (in its first stage), so both images hold the same
+# files. Documentation, man pages, locales and apt's package lists are left
+# out, as Debian's -slim images do. SOURCE_DATE_EPOCH (default: the newest
+# commit's time) makes the result reproducible for one state of the mirror.
+#
+# Environment: DEBIAN_MIRROR (http://deb.debian.org), MMDEBSTRAP_MODE (auto).
+set -euo pipefail
+out="$1"; pkgfile="$2"; shift 2
+mirror="${DEBIAN_MIRROR:-http://deb.debian.org}"
+pkgs="$(sed 's/#.*//' "$pkgfile" | xargs | tr ' ' ',')"
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$(dirname "$0")" log -1 --format=%ct 2>/dev/null || echo 0)}"
+mmdebstrap --quiet --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="$pkgs" \
+  --dpkgopt='path-exclude=/usr/share/man/*' \
+  --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --dpkgopt='path-exclude=/usr/share/info/*' \
+  --aptopt='Acquire::Languages "none"' \
+  "$@" \
+  --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
+  bookworm "$out" \
+  "deb $mirror/debian bookworm main" \
+  "deb $mirror/debian bookworm-updates main" \
+  "deb $mirror/debian-security bookworm-security main"

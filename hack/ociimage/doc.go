@@ -1,0 +1,22 @@
+// Command ociimage packs container images without a container engine or a
+// registry: a root filesystem tar (from mmdebstrap, say) as the base layer,
+// plus one layer of single files, directories and symlinks taken from the
+// host, with an image config (entrypoint, command, environment). It writes a
+// docker-archive tarball that `ctr images import` and `podman load` read, one
+// image under every -tag given.
+//
+// The output is reproducible: every entry of the generated layer and the
+// image's creation time carry SOURCE_DATE_EPOCH (0 when unset), entries are
+// sorted, and owners are root.
+//
+// It exists so `make image` and the local node (hack/cluster) can build
+// switchyard's image and the images upstream's e2e framework names on a
+// machine with neither a Docker engine nor a registry; go-containerregistry
+// does the image format.
+//
+// Usage:
+//
+//	ociimage -o switchyard.tar -tag localhost/switchyard:v1 \
+//	  -layer rootfs.tar -file bin/switchyard:/usr/local/bin/switchyard:0755 \
+//	  -entrypoint '["/usr/local/bin/switchyard"]'
+package main

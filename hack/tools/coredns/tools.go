@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins CoreDNS, the cluster DNS of the local node.
+package tools
+
+import _ "github.com/coredns/coredns"
