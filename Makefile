@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke
 
 all: build
 
@@ -56,6 +56,25 @@ MODE ?= iptables
 demo: deps build tools
 	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestDemo$$' -v ./e2e/ 2>&1 | grep -v '^=== RUN'
+
+# The node image, built here without an engine or a registry (hack/image):
+# _output/images/switchyard-$(VERSION).tar, tagged localhost/switchyard:$(VERSION).
+image: deps build
+	VERSION=$(VERSION) hack/image/build.sh switchyard
+
+# A real cluster on this machine (hack/cluster): control plane, two kubelet
+# nodes, switchyard applied from deploy/ in $(MODE). Ends with `export KUBECONFIG=...`.
+cluster: deps
+	VERSION=$(VERSION) MODE=$(MODE) hack/cluster/cluster.sh up
+
+cluster-down:
+	hack/cluster/cluster.sh down
+
+# The smoke test on the real node: cluster up, deploy/ Ready, ClusterIP /
+# DNS / NodePort from a pod, a rolling update with zero failed connections,
+# cluster down.
+node-smoke: deps build
+	VERSION=$(VERSION) MODE=$(MODE) hack/cluster/smoke.sh
 
 clean:
 	rm -rf bin

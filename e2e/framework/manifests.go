@@ -18,19 +18,21 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 )
 
 // fieldManager owns the fields the e2e framework applies server-side.
 const fieldManager = "switchyard-e2e"
 
-// ReadManifests decodes every object of every *.yaml file in dir (files in
-// name order, documents in file order).
+// ReadManifests decodes every object of the manifests in dir: the files a
+// kustomization.yaml lists as resources, in its order (what `kubectl apply
+// -k dir` applies), or without one every *.yaml file in name order;
+// documents in file order.
 func ReadManifests(dir string) ([]*unstructured.Unstructured, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files, err := manifestFiles(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list manifests: %w", err)
+		return nil, err
 	}
-	sort.Strings(files)
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
 		more, err := readManifestFile(f)
@@ -40,6 +42,35 @@ func ReadManifests(dir string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, more...)
 	}
 	return objs, nil
+}
+
+// KustomizationFile is the file `kubectl apply -k` reads in a directory.
+const KustomizationFile = "kustomization.yaml"
+
+func manifestFiles(dir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, KustomizationFile))
+	if errors.Is(err, os.ErrNotExist) {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("list manifests: %w", err)
+		}
+		sort.Strings(files)
+		return files, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", KustomizationFile, err)
+	}
+	files := make([]string, len(k.Resources))
+	for i, r := range k.Resources {
+		files[i] = filepath.Join(dir, r)
+	}
+	return files, nil
 }
 
 func readManifestFile(path string) ([]*unstructured.Unstructured, error) {

@@ -36,10 +36,13 @@ k8s_dir() {
   echo "$(go env GOMODCACHE)/k8s.io/kubernetes@$v"
 }
 
-# e2e_tag NAME: the tag test/utils/image/manifest.go gives image NAME.
+# e2e_tag KEY: the tag test/utils/image/manifest.go gives the image configs[KEY].
 e2e_tag() {
-  sed -n "s/.*configs\[[A-Za-z0-9]*\] = Config{list\.[A-Za-z0-9]*, \"$1\", \"\([^\"]*\)\"}.*/\1/p" \
-    "$(k8s_dir)/test/utils/image/manifest.go" | head -n1
+  local tag
+  tag="$(sed -n "s/.*configs\[$1\] = Config{list\.[A-Za-z0-9]*, \"[^\"]*\", \"\([^\"]*\)\"}.*/\1/p" \
+    "$(k8s_dir)/test/utils/image/manifest.go" | head -n1)"
+  [ -n "$tag" ] || { log "no configs[$1] in the e2e image manifest"; return 1; }
+  echo "$tag"
 }
 
 # ociimage ARGS...: run hack/ociimage (built from this checkout).
@@ -74,7 +77,7 @@ img_switchyard() {
 }
 
 img_pause() {
-  local tag src out; tag="$(e2e_tag pause)"; src="$(k8s_dir)/build/pause/linux/pause.c"
+  local tag src out; tag="$(e2e_tag Pause)"; src="$(k8s_dir)/build/pause/linux/pause.c"
   out="$cache/pause-$tag-$(key "$src" "$0").tar"
   if [ ! -s "$out" ]; then
     gcc -Os -Wall -static -DVERSION="v$tag" -o "$cache/pause" "$src"
@@ -85,7 +88,7 @@ img_pause() {
 }
 
 img_busybox() {
-  local tag out bb=/bin/busybox; tag="$(e2e_tag busybox)"
+  local tag out bb=/bin/busybox; tag="$(e2e_tag BusyBox)"
   [ -x "$bb" ] || { log "busybox-static is not installed (hack/install-deps.sh)"; return 1; }
   out="$cache/busybox-$tag-$(key "$bb" "$0").tar"
   if [ ! -s "$out" ]; then
@@ -100,7 +103,7 @@ img_busybox() {
 }
 
 img_agnhost() {
-  local tag bin base out porter; tag="$(e2e_tag agnhost)"
+  local tag bin base out porter; tag="$(e2e_tag Agnhost)"
   bin="$("$root/hack/build-tools.sh" agnhost | tail -n1)/agnhost"
   # The e2e tests for supplemental groups expect this user and these groups.
   base="$(rootfs agnhost "$here/agnhost.packages" \

@@ -1,0 +1,15 @@
+// Package node holds the smoke test of switchyard on a real cluster (build
+// tag `node`): kubelets on this machine (hack/cluster) run the DaemonSet from
+// deploy/, and the test checks what an operator checks after installing it:
+// the pods are Ready with their liveness probe answering and their logs
+// readable, a pod reaches a Service by cluster IP, by DNS name and by
+// NodePort on every node, and a rolling update of the DaemonSet to another
+// image keeps a client's new connections flowing (failures are counted and
+// must be zero).
+//
+//	hack/cluster/smoke.sh            # cluster up, this test, cluster down
+//
+// The test itself needs SMOKE_KUBECONFIG, SMOKE_KUBECTL and
+// SMOKE_ROLLOUT_IMAGE (an image tag already on every node); without
+// SMOKE_KUBECONFIG it skips.
+package node

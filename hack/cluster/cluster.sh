@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# cluster.sh: a real Kubernetes cluster on this machine, with switchyard
+# deployed from deploy/ the way an operator deploys it.
+#
+#   hack/cluster/cluster.sh up     build (or take from cache) every binary and
+#                                  image, start the cluster, `kubectl apply -k`
+#                                  switchyard in $MODE, then CoreDNS; the last
+#                                  line is `export KUBECONFIG=...`
+#   hack/cluster/cluster.sh down   stop everything, delete the namespaces,
+#                                  cgroups and mounts, put the sysctls back
+#   hack/cluster/cluster.sh env    print the exports of a running cluster
+#   hack/cluster/cluster.sh import TAR...
+#                                  import image archives into every node
+#
+# Inside (see net.sh, node.sh): etcd, kube-apiserver, kube-controller-manager
+# and kube-scheduler in the network namespace $PREFIX-cp; $NODES nodes, each
+# containerd 2.x + runc + kubelet in namespace $PREFIX-nodeN with its own
+# mount namespace and cgroup root; CNI bridge + host-local + portmap +
+# loopback (Debian's plugins) with hairpin on; CoreDNS. All Kubernetes
+# binaries are v1.37.1 from hack/tools. The host only gets a forwarder on
+# 127.0.0.1:$APISERVER_HOST_PORT to the apiserver.
+#
+# Environment: MODE (iptables|nftables|userspace|ipvs; default iptables),
+# NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
+# (16443), VERSION (switchyard's image tag; default git describe).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$root/hack/cluster"
+D="${CLUSTER_DIR:-/tmp/switchyard-cluster}"
+PREFIX=syk
+NODES="${NODES:-2}"
+MODE="${MODE:-iptables}"
+NODE_NET=172.29.0
+CP_IP=172.29.0.1
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SVC_IP=10.96.0.1
+DNS_IP=10.96.0.10
+APISERVER_HOST_PORT="${APISERVER_HOST_PORT:-16443}"
+VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
+# Global sysctls the kubelet sets (setupKernelTunables); put back at teardown.
+KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+
+# shellcheck source=hack/cluster/lib.sh
+. "$here/lib.sh"
+# shellcheck source=hack/cluster/pki.sh
+. "$here/pki.sh"
+# shellcheck source=hack/cluster/net.sh
+. "$here/net.sh"
+# shellcheck source=hack/cluster/node.sh
+. "$here/node.sh"
+
+tools() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      kubelet=*) BIN_K8S="$(dirname "${line#*=}")" ;;
+      containerd=*) BIN_CONTAINERD="$(dirname "${line#*=}")" ;;
+      runc=*) BIN_RUNC="$(dirname "${line#*=}")" ;;
+    esac
+  done < <("$root/hack/build-tools.sh" kube-apiserver kubectl etcd kubelet kube-controller-manager \
+    kube-scheduler agnhost containerd containerd-shim-runc-v2 ctr runc coredns)
+  mkdir -p "$D/bin"
+  (cd "$root" && go build -o "$D/bin/nsforward" ./hack/nsforward)
+}
+
+images() {
+  local line
+  NODE_IMAGES=()
+  while IFS= read -r line; do
+    NODE_IMAGES+=("${line#*=}")
+    case "$line" in
+      pause=*) PAUSE_IMAGE="registry.k8s.io/pause:$(basename "${line#*=}" | cut -d- -f2)" ;;
+      coredns=*) COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$(basename "${line#*=}" | cut -d- -f2)" ;;
+    esac
+  done < <(VERSION="$VERSION" "$root/hack/image/build.sh" switchyard pause busybox agnhost coredns)
+}
+
+sysctls_save() {
+  [ -f "$D/sysctl.saved" ] && return 0
+  local k
+  for k in "${KUBELET_SYSCTLS[@]}"; do echo "$k=$(sysctl -n "$k")"; done >"$D/sysctl.saved"
+}
+
+sysctls_restore() {
+  [ -f "$D/sysctl.saved" ] || return 0
+  local kv
+  while IFS= read -r kv; do
+    [ "$(sysctl -n "${kv%%=*}")" = "${kv#*=}" ] || { sysctl -qw "$kv" && log "restored $kv"; }
+  done <"$D/sysctl.saved"
+  rm -f "$D/sysctl.saved"
+}
+
+control_plane_up() {
+  local cp="/run/netns/$PREFIX-cp" p="$D/pki"
+  kubeconfig "$D/kcm.kubeconfig" system:kube-controller-manager "https://$CP_IP:6443"
+  kubeconfig "$D/scheduler.kubeconfig" system:kube-scheduler "https://$CP_IP:6443"
+  start etcd nsenter --net="$cp" -- "$BIN_K8S/etcd" --name local --data-dir "$D/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster local=http://127.0.0.1:2380 --unsafe-no-fsync
+  start kube-apiserver nsenter --net="$cp" -- "$BIN_K8S/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
+    --advertise-address="$CP_IP" --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
+    --client-ca-file="$p/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
+    --token-auth-file="$p/tokens.csv" --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --kubelet-client-certificate="$p/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$p/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP
+  start nsforward "$D/bin/nsforward" -reverse -netns "$cp" \
+    -listen "127.0.0.1:$APISERVER_HOST_PORT" -target "$CP_IP:6443"
+  wait_for "kube-apiserver /readyz" 120 kc get --raw /readyz
+  start kube-controller-manager nsenter --net="$cp" -- "$BIN_K8S/kube-controller-manager" \
+    --kubeconfig="$D/kcm.kubeconfig" --authentication-kubeconfig="$D/kcm.kubeconfig" \
+    --authorization-kubeconfig="$D/kcm.kubeconfig" --bind-address=127.0.0.1 \
+    --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false --cluster-name=switchyard-local
+  start kube-scheduler nsenter --net="$cp" -- "$BIN_K8S/kube-scheduler" \
+    --kubeconfig="$D/scheduler.kubeconfig" --authentication-kubeconfig="$D/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$D/scheduler.kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
+}
+
+nodes_up() {
+  local n
+  for n in $(seq "$NODES"); do node_up "$n"; done
+  for n in $(seq "$NODES"); do
+    wait_for "node $(node_name "$n") to register" 120 kc get node "$(node_name "$n")"
+    # No node IPAM controller: each node's pod CIDR is fixed, as its CNI config says.
+    kc patch node "$(node_name "$n")" --type merge \
+      -p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$n")\",\"podCIDRs\":[\"$(pod_cidr "$n")\"]}}" >/dev/null
+  done
+  kc wait --for=condition=Ready node --all --timeout=180s >/dev/null
+}
+
+# deploy_switchyard: `kubectl apply -k` of an overlay that takes deploy/ as it
+# is and changes what an operator changes: the image tag, and the mode in the
+# ConfigMap (when it is not deploy/'s iptables).
+deploy_switchyard() {
+  local ov="$D/overlay"
+  mkdir -p "$ov"
+  cat >"$ov/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$ov" "$root/deploy")
+images:
+- name: localhost/switchyard
+  newTag: "$VERSION"
+EOF
+  if [ "$MODE" != iptables ]; then
+    sed -E "s/^(    mode: )[a-z]+/\1$MODE/" "$root/deploy/configmap.yaml" >"$ov/configmap-mode.yaml"
+    grep -q "^    mode: $MODE" "$ov/configmap-mode.yaml" || die "could not set mode $MODE in the ConfigMap"
+    printf 'patches:\n- path: configmap-mode.yaml\n' >>"$ov/kustomization.yaml"
+  fi
+  # Where the apiserver is, as an operator tells switchyard on a cluster
+  # without kube-proxy (see deploy/daemonset.yaml).
+  kc -n kube-system create configmap kubernetes-services-endpoint \
+    --from-literal=KUBERNETES_SERVICE_HOST="$CP_IP" --from-literal=KUBERNETES_SERVICE_PORT=6443 \
+    --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc apply -k "$ov" >/dev/null
+  kc -n kube-system rollout status ds/switchyard --timeout=180s >&2
+}
+
+deploy_coredns() {
+  sed -e "s|__COREDNS_IMAGE__|$COREDNS_IMAGE|" -e "s|__DNS_IP__|$DNS_IP|" "$here/manifests/coredns.yaml" |
+    kc apply -f - >/dev/null
+  kc -n kube-system rollout status deploy/coredns --timeout=180s >&2
+}
+
+print_env() {
+  echo "export CLUSTER_DIR=$D"
+  echo "export KUBECONFIG=$D/admin.kubeconfig"
+}
+
+preflight() {
+  [ "$(id -u)" = 0 ] || die "needs root (network namespaces, cgroups, mounts)"
+  case "$MODE" in iptables|nftables|userspace|ipvs) ;; *) die "MODE=$MODE: want iptables, nftables, userspace or ipvs" ;; esac
+  [ "$MODE" != ipvs ] || log "warning: this kernel has no IP_VS; ipvs mode will not become Ready here"
+  ss -Hltn "sport = :$APISERVER_HOST_PORT" | grep -q . && die "127.0.0.1:$APISERVER_HOST_PORT is in use (APISERVER_HOST_PORT)"
+  ! ip netns list | grep -qE "^$PREFIX-" || die "namespaces $PREFIX-* exist: run '$0 down' first"
+  "$root/hack/install-deps.sh"
+}
+
+up() {
+  local t0=$SECONDS
+  if alive kube-apiserver 2>/dev/null; then log "already up in $D"; print_env; return; fi
+  preflight
+  mkdir -p "$D"
+  tools
+  images
+  log "binaries and images ready after $((SECONDS - t0))s"
+  trap 'rc=$?; [ "$rc" = 0 ] || log "up failed; logs in $D/logs; run: $0 down"' EXIT
+  sysctls_save
+  pki
+  kubeconfig "$D/admin.kubeconfig" admin "https://127.0.0.1:$APISERVER_HOST_PORT"
+  kubeconfig "$D/admin-internal.kubeconfig" admin "https://$CP_IP:6443"
+  net_up
+  control_plane_up
+  nodes_up
+  log "$NODES nodes Ready after $((SECONDS - t0))s"
+  deploy_switchyard
+  deploy_coredns
+  log "up in $((SECONDS - t0))s: $NODES nodes, switchyard $VERSION in $MODE mode (logs: $D/logs)"
+  print_env
+}
+
+remove_created_host_paths() {
+  [ -f "$D/created-host-paths" ] || return 0
+  local p
+  sort -ru "$D/created-host-paths" | while IFS= read -r p; do
+    if [ -f "$p" ] && [ ! -s "$p" ]; then rm -f "$p"; elif [ -d "$p" ]; then rmdir "$p" 2>/dev/null || log "left non-empty $p"; fi
+  done
+  rm -f "$D/created-host-paths"
+}
+
+down() {
+  local t0=$SECONDS n
+  [ -d "$D" ] || return 0
+  stop nsforward 5
+  for n in $(seq 9); do
+    [ -d "$D/node$n" ] && node_down "$n"
+  done
+  stop kube-scheduler
+  stop kube-controller-manager
+  stop kube-apiserver
+  stop etcd
+  mntns_down
+  net_down
+  sysctls_restore
+  remove_created_host_paths
+  if findmnt -rn -o TARGET | grep -q "^$D"; then
+    log "mounts under $D remain; not deleting it"
+  else
+    rm -rf "$D"
+  fi
+  log "down in $((SECONDS - t0))s"
+}
+
+# import TAR...: load image archives into every node's containerd.
+import_images() {
+  local n img
+  alive kube-apiserver || die "no cluster in $D"
+  BIN_CONTAINERD="$(dirname "$("$root/hack/build-tools.sh" ctr | tail -n1)/ctr")"
+  for n in $(seq 9); do
+    [ -d "$D/node$n" ] || continue
+    for img in "$@"; do
+      "$BIN_CONTAINERD/ctr" -a "$D/node$n/containerd.sock" -n k8s.io images import "$img" \
+        >>"$D/logs/import-node$n.log" 2>&1 || die "import of $img into node $n failed"
+    done
+  done
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  env) print_env ;;
+  import) shift; import_images "$@" ;;
+  *) echo "usage: $0 up|down|env|import TAR..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# smoke.sh: the real-node smoke test of `make test`. Brings the local cluster
+# up in $MODE (binaries and images from cache after the first run), builds a
+# second switchyard image (same code, another version string) and imports
+# it, runs e2e/node's TestNodeSmoke (DaemonSet Ready, ClusterIP, DNS and
+# NodePort from a pod, rolling update to the second image with zero failed
+# connections), and tears the cluster down whatever happened.
+#
+# Environment: MODE (default iptables), KEEP=1 leaves the cluster up.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cluster="$root/hack/cluster/cluster.sh"
+export MODE="${MODE:-iptables}"
+export VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
+t0=$SECONDS
+
+finish() {
+  local rc=$?
+  if [ "${KEEP:-}" = 1 ]; then echo "smoke: cluster left up (KEEP=1): $cluster env" >&2
+  else "$cluster" down || rc=1; fi
+  echo "smoke: ${MODE} mode, $((SECONDS - t0))s in all, exit $rc" >&2
+  exit "$rc"
+}
+trap finish EXIT
+
+"$cluster" up
+eval "$("$cluster" env)"
+rollout="$VERSION-rollout"
+tar="$(VERSION="$rollout" "$root/hack/image/build.sh" switchyard | sed -n 's/^switchyard=//p')"
+"$cluster" import "$tar"
+# The node's image carries VERSION: leave bin/switchyard as `make build` makes it.
+make -C "$root" --no-print-directory build VERSION="$VERSION" >/dev/null
+kubectl="$(dirname "$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl")/kubectl"
+SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
+  go -C "$root" test -tags node -count=1 -timeout 15m -v -run '^TestNodeSmoke$' ./e2e/node/
