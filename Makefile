@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke node-smoke-all
 
 all: build
 
@@ -19,6 +19,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./e2e/...
+	$(GO) vet -tags node ./e2e/node/
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
@@ -46,7 +47,7 @@ vm:
 e2e-vm: tools
 	hack/vm/e2e-ipvs.sh
 
-test: deps lint unit kernel e2e vm e2e-vm
+test: deps lint unit kernel e2e vm e2e-vm node-smoke-all
 
 bench:
 	hack/bench.sh
@@ -75,6 +76,10 @@ cluster-down:
 # cluster down.
 node-smoke: deps build
 	VERSION=$(VERSION) MODE=$(MODE) hack/cluster/smoke.sh
+
+# The smoke test in every host mode (ipvs needs IP_VS, which this kernel lacks).
+node-smoke-all: deps build
+	for m in iptables nftables userspace; do VERSION=$(VERSION) MODE=$$m hack/cluster/smoke.sh || exit 1; done
 
 clean:
 	rm -rf bin

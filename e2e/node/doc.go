@@ -10,6 +10,6 @@
 //	hack/cluster/smoke.sh            # cluster up, this test, cluster down
 //
 // The test itself needs SMOKE_KUBECONFIG, SMOKE_KUBECTL and
-// SMOKE_ROLLOUT_IMAGE (an image tag already on every node); without
-// SMOKE_KUBECONFIG it skips.
+// SMOKE_ROLLOUT_IMAGE (an image tag already on every node), and SMOKE_MODE
+// (the mode the daemon must log); without SMOKE_KUBECONFIG it skips.
 package node

@@ -65,8 +65,13 @@ func (c *cluster) checkDaemonSet(t *testing.T) {
 			t.Errorf("GET %s:10256/livez: %v (%s)", p.Spec.NodeName, err, body)
 		}
 		logs, err := c.cs.CoreV1().Pods(systemNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil || !strings.Contains(string(logs), "Starting switchyard") {
+		start := "Starting switchyard"
+		if err != nil || !strings.Contains(string(logs), start) {
 			t.Errorf("logs of %s: %v; no start line in %q", p.Name, err, tail(string(logs), 400))
+		}
+		// The mode comes from the ConfigMap: the daemon must say it runs in it.
+		if mode := os.Getenv("SMOKE_MODE"); mode != "" && !strings.Contains(string(logs), `mode="`+mode+`"`) {
+			t.Errorf("logs of %s do not show mode=%q: %q", p.Name, mode, tail(string(logs), 400))
 		}
 		t.Logf("%s on %s: Ready, /livez answers, logs readable", p.Name, p.Spec.NodeName)
 	}

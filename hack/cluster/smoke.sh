@@ -6,7 +6,10 @@
 # NodePort from a pod, rolling update to the second image with zero failed
 # connections), and tears the cluster down whatever happened.
 #
-# Environment: MODE (default iptables), KEEP=1 leaves the cluster up.
+# It also prints the daemons' memory and CPU on the idle nodes (usage.sh).
+#
+# Environment: MODE (default iptables), KEEP=1 leaves the cluster up,
+# USAGE_SECONDS (20) the idle window.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
@@ -31,5 +34,7 @@ tar="$(VERSION="$rollout" "$root/hack/image/build.sh" switchyard | sed -n 's/^sw
 # The node's image carries VERSION: leave bin/switchyard as `make build` makes it.
 make -C "$root" --no-print-directory build VERSION="$VERSION" >/dev/null
 kubectl="$(dirname "$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl")/kubectl"
-SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
+# The daemon's footprint on the idle nodes, before the test adds load.
+"$root/hack/cluster/usage.sh" "${USAGE_SECONDS:-20}"
+SMOKE_MODE="$MODE" SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
   go -C "$root" test -tags node -count=1 -timeout 15m -v -run '^TestNodeSmoke$' ./e2e/node/

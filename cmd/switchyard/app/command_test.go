@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 )
 
 // result is what one execution of the command produced.
@@ -515,5 +516,32 @@ func setKlogVerbosity(t *testing.T, level string) {
 	klog.InitFlags(fs)
 	if err := fs.Set("v", level); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeployConfigMapLoadsCleanly parses deploy/'s ConfigMap the way the
+// DaemonSet hands it over, in every mode an operator can set there: no
+// error and no warning, so a fresh install logs nothing to worry about.
+func TestDeployConfigMapLoadsCleanly(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	conf := cm.Data["config.conf"]
+	if !strings.Contains(conf, "\nmode: iptables") {
+		t.Fatalf("config.conf has no `mode: iptables` line:\n%s", conf)
+	}
+	for _, mode := range []string{"iptables", "nftables", "userspace", "ipvs"} {
+		path := writeConfig(t, strings.Replace(conf, "\nmode: iptables", "\nmode: "+mode, 1))
+		res := execute(t, "--config="+path, "--hostname-override=node-a")
+		if res.err != nil || len(res.warnings) != 0 {
+			t.Errorf("mode %s: error %v, warnings %q", mode, res.err, res.warnings)
+		}
 	}
 }
