@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke node-smoke-all
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke node-smoke-all conformance
 
 all: build
 
@@ -80,6 +80,12 @@ node-smoke: deps build
 # The smoke test in every host mode (ipvs needs IP_VS, which this kernel lacks).
 node-smoke-all: deps build
 	for m in iptables nftables userspace; do VERSION=$(VERSION) MODE=$$m hack/cluster/smoke.sh || exit 1; done
+
+# Upstream's [sig-network] e2e suite on the local cluster (not part of test):
+# make conformance MODE=iptables|nftables|userspace [PROXY=switchyard|kube-proxy]
+PROXY ?= switchyard
+conformance: deps
+	VERSION=$(VERSION) MODE=$(MODE) PROXY=$(PROXY) hack/cluster/conformance.sh
 
 clean:
 	rm -rf bin

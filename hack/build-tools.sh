@@ -7,6 +7,7 @@
 #   hack/tools/containerd  containerd containerd-shim-runc-v2 ctr
 #   hack/tools/runc        runc (cgo, seccomp: needs libseccomp-dev)
 #   hack/tools/coredns     coredns
+#   hack/tools/e2e         e2e.test (upstream's e2e suite, `go test -c`)
 #
 # Binaries are cached outside the repository, keyed on the go.mod and go.sum
 # of the module they come from, so a second run (or a second checkout) does
@@ -29,6 +30,7 @@ module_of() {
     containerd|containerd-shim-runc-v2|ctr) echo containerd ;;
     runc) echo runc ;;
     coredns) echo coredns ;;
+    e2e.test) echo e2e ;;
     *) echo "build-tools.sh: unknown tool $1" >&2; return 1 ;;
   esac
 }
@@ -41,6 +43,7 @@ pkg_of() {
     containerd|containerd-shim-runc-v2|ctr) echo "github.com/containerd/containerd/v2/cmd/$1" ;;
     runc) echo github.com/opencontainers/runc ;;
     coredns) echo github.com/coredns/coredns ;;
+    e2e.test) echo k8s.io/kubernetes/test/e2e ;;
   esac
 }
 
@@ -59,7 +62,7 @@ modver() {
 build_env() {
   local v minor ldflags="-s -w" p
   case "$(module_of "$1")" in
-    .)
+    .|e2e)
       v="$(modver . k8s.io/kubernetes)"; minor="$(echo "$v" | cut -d. -f2)"
       for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         ldflags+=" -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor"
@@ -87,7 +90,9 @@ build() {
   IFS='|' read -r cgo tags ldflags < <(build_env "$t")
   start=$(date +%s)
   echo "build-tools: building $t ($pkg, module hack/tools/$mod)" >&2
-  (cd "$root/hack/tools/$mod" && CGO_ENABLED="$cgo" go build -trimpath -tags "$tags" \
+  local gocmd=(build)
+  [ "$t" != e2e.test ] || gocmd=(test -c)
+  (cd "$root/hack/tools/$mod" && CGO_ENABLED="$cgo" go "${gocmd[@]}" -trimpath -tags "$tags" \
     -ldflags "$ldflags" -o "$bindir/$t.tmp" "$pkg")
   mv "$bindir/$t.tmp" "$bindir/$t"
   echo "build-tools: $t built in $(( $(date +%s) - start ))s" >&2

@@ -11,6 +11,10 @@
 #   hack/cluster/cluster.sh env    print the exports of a running cluster
 #   hack/cluster/cluster.sh import TAR...
 #                                  import image archives into every node
+#   hack/cluster/cluster.sh absent-paths > FILE   (before up)
+#   hack/cluster/cluster.sh leftovers [FILE]
+#                                  after down: list (and fail on) anything
+#                                  of the cluster still on the host
 #
 # Inside (see net.sh, node.sh): etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler in the network namespace $PREFIX-cp; $NODES nodes, each
@@ -21,6 +25,8 @@
 # 127.0.0.1:$APISERVER_HOST_PORT to the apiserver.
 #
 # Environment: MODE (iptables|nftables|userspace|ipvs; default iptables),
+# PROXY (switchyard, or kube-proxy: upstream v1.37.1 as kubeadm deploys it,
+# for side-by-side runs; it has no userspace mode),
 # NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
 # (16443), VERSION (switchyard's image tag; default git describe).
 set -euo pipefail
@@ -30,6 +36,7 @@ D="${CLUSTER_DIR:-/tmp/switchyard-cluster}"
 PREFIX=syk
 NODES="${NODES:-2}"
 MODE="${MODE:-iptables}"
+PROXY="${PROXY:-switchyard}"
 NODE_NET=172.29.0
 CP_IP=172.29.0.1
 SERVICE_CIDR=10.96.0.0/16
@@ -73,7 +80,8 @@ images() {
       pause=*) PAUSE_IMAGE="registry.k8s.io/pause:$(basename "${line#*=}" | cut -d- -f2)" ;;
       coredns=*) COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$(basename "${line#*=}" | cut -d- -f2)" ;;
     esac
-  done < <(VERSION="$VERSION" "$root/hack/image/build.sh" switchyard pause busybox agnhost coredns)
+  done < <(VERSION="$VERSION" "$root/hack/image/build.sh" pause busybox agnhost coredns \
+    "$([ "$PROXY" = kube-proxy ] && echo kube-proxy || echo switchyard)")
 }
 
 sysctls_save() {
@@ -164,6 +172,16 @@ EOF
   kc -n kube-system rollout status ds/switchyard --timeout=180s >&2
 }
 
+# deploy_kube_proxy: upstream kube-proxy in MODE, configured as kubeadm does
+# (its kubeconfig names the apiserver's own address).
+deploy_kube_proxy() {
+  local v; v="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$root/hack/tools/go.mod")"
+  sed -e "s|__IMAGE__|localhost/kube-proxy:$v|" -e "s|__MODE__|$MODE|" \
+    -e "s|__SERVER__|https://$CP_IP:6443|" -e "s|__CLUSTER_CIDR__|10.244.0.0/16|" \
+    "$here/manifests/kube-proxy.yaml" | kc apply -f - >/dev/null
+  kc -n kube-system rollout status ds/kube-proxy --timeout=180s >&2
+}
+
 deploy_coredns() {
   sed -e "s|__COREDNS_IMAGE__|$COREDNS_IMAGE|" -e "s|__DNS_IP__|$DNS_IP|" "$here/manifests/coredns.yaml" |
     kc apply -f - >/dev/null
@@ -178,6 +196,8 @@ print_env() {
 preflight() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, cgroups, mounts)"
   case "$MODE" in iptables|nftables|userspace|ipvs) ;; *) die "MODE=$MODE: want iptables, nftables, userspace or ipvs" ;; esac
+  case "$PROXY" in switchyard|kube-proxy) ;; *) die "PROXY=$PROXY: want switchyard or kube-proxy" ;; esac
+  [ "$PROXY:$MODE" != kube-proxy:userspace ] || die "kube-proxy has no userspace mode (removed upstream in v1.26)"
   [ "$MODE" != ipvs ] || log "warning: this kernel has no IP_VS; ipvs mode will not become Ready here"
   ss -Hltn "sport = :$APISERVER_HOST_PORT" | grep -q . && die "127.0.0.1:$APISERVER_HOST_PORT is in use (APISERVER_HOST_PORT)"
   ! ip netns list | grep -qE "^$PREFIX-" || die "namespaces $PREFIX-* exist: run '$0 down' first"
@@ -201,9 +221,9 @@ up() {
   control_plane_up
   nodes_up
   log "$NODES nodes Ready after $((SECONDS - t0))s"
-  deploy_switchyard
+  if [ "$PROXY" = kube-proxy ]; then deploy_kube_proxy; else deploy_switchyard; fi
   deploy_coredns
-  log "up in $((SECONDS - t0))s: $NODES nodes, switchyard $VERSION in $MODE mode (logs: $D/logs)"
+  log "up in $((SECONDS - t0))s: $NODES nodes, $PROXY $([ "$PROXY" = kube-proxy ] || echo "$VERSION ")in $MODE mode (logs: $D/logs)"
   print_env
 }
 
@@ -239,6 +259,29 @@ down() {
   log "down in $((SECONDS - t0))s"
 }
 
+# absent_paths: the fixed node paths that do not exist on the host now
+# (`up` creates them as mount points; `down` must remove them again).
+absent_paths() {
+  local p
+  for p in "${NODE_BINDS[@]}"; do p="${p%%:*}"; [ -e "$p" ] || echo "$p"; done
+}
+
+# leftovers [FILE]: everything `up` creates outside $D that `down` must
+# remove, and the paths FILE lists (absent_paths before `up`); prints what
+# remains and fails if anything does.
+leftovers() {
+  local found=0 p
+  while IFS= read -r p; do echo "left over: netns $p"; found=1; done < <(ip netns list | awk '{print $1}' | grep -E "^$PREFIX-" || true)
+  while IFS= read -r p; do echo "left over: cgroup $p"; found=1; done < <(ls -d /sys/fs/cgroup/*/"$PREFIX"-* 2>/dev/null || true)
+  while IFS= read -r p; do echo "left over: mount $p"; found=1; done < <(findmnt -rn -o TARGET | grep -E "^$D(/|$)" || true)
+  while IFS= read -r p; do echo "left over: process $p"; found=1; done < <(pgrep -a -f -- "$D/" || true)
+  if [ -n "${1:-}" ]; then
+    while IFS= read -r p; do [ -e "$p" ] && { echo "left over: $p"; found=1; }; done <"$1"
+  fi
+  [ ! -d "$D" ] || { echo "left over: $D"; found=1; }
+  return "$found"
+}
+
 # import TAR...: load image archives into every node's containerd.
 import_images() {
   local n img
@@ -258,5 +301,7 @@ case "${1:-}" in
   down) down ;;
   env) print_env ;;
   import) shift; import_images "$@" ;;
-  *) echo "usage: $0 up|down|env|import TAR..." >&2; exit 2 ;;
+  absent-paths) absent_paths ;;
+  leftovers) leftovers "${2:-}" ;;
+  *) echo "usage: $0 up|down|env|import TAR...|absent-paths|leftovers [FILE]" >&2; exit 2 ;;
 esac

@@ -17,10 +17,18 @@ export MODE="${MODE:-iptables}"
 export VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
 t0=$SECONDS
 
+absent="$(mktemp)"
+"$cluster" absent-paths >"$absent"
+
 finish() {
   local rc=$?
   if [ "${KEEP:-}" = 1 ]; then echo "smoke: cluster left up (KEEP=1): $cluster env" >&2
-  else "$cluster" down || rc=1; fi
+  else
+    "$cluster" down || rc=1
+    # Teardown is part of the test: nothing of the cluster may remain.
+    "$cluster" leftovers "$absent" >&2 || { echo "smoke: teardown left the above behind" >&2; rc=1; }
+  fi
+  rm -f "$absent"
   echo "smoke: ${MODE} mode, $((SECONDS - t0))s in all, exit $rc" >&2
   exit "$rc"
 }

@@ -12,6 +12,8 @@
 #   agnhost     registry.k8s.io/e2e-test-images/agnhost:<tag>: agnhost on a Debian
 #               rootfs with the tools upstream's image carries (agnhost.packages)
 #   coredns     registry.k8s.io/coredns/coredns:v<version>
+#   kube-proxy  localhost/kube-proxy:<version>: upstream kube-proxy from hack/tools
+#               on the same rootfs as switchyard's image, for side-by-side runs
 # The e2e tags are read from the pinned Kubernetes module's
 # test/utils/image/manifest.go, so they are the names the e2e framework asks for.
 #
@@ -133,10 +135,23 @@ img_coredns() {
   echo "$out"
 }
 
-[ $# -gt 0 ] || { echo "usage: $0 switchyard|pause|busybox|agnhost|coredns..." >&2; exit 2; }
+img_kube-proxy() {
+  local bin v base out
+  bin="$("$root/hack/build-tools.sh" kube-proxy | tail -n1)/kube-proxy"
+  v="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$root/hack/tools/go.mod")"
+  base="$(rootfs switchyard "$here/switchyard.packages")"
+  out="$cache/kube-proxy-$v-$(key "$bin" "$base" "$0").tar"
+  if [ ! -s "$out" ]; then
+    ociimage -o "$out" -tag "localhost/kube-proxy:$v" -layer "$base" \
+      -file "$bin:/usr/local/bin/kube-proxy:0755" -entrypoint '["/usr/local/bin/kube-proxy"]'
+  fi
+  echo "$out"
+}
+
+[ $# -gt 0 ] || { echo "usage: $0 switchyard|pause|busybox|agnhost|coredns|kube-proxy..." >&2; exit 2; }
 for img in "$@"; do
   case "$img" in
-    switchyard|pause|busybox|agnhost|coredns) path="$("img_$img")"; echo "$img=$path" ;;
+    switchyard|pause|busybox|agnhost|coredns|kube-proxy) path="$("img_$img")"; echo "$img=$path" ;;
     *) echo "build.sh: unknown image $img" >&2; exit 2 ;;
   esac
 done

@@ -34,26 +34,38 @@ func tempNetns(t *testing.T) string {
 	return netnsPath(name)
 }
 
-func TestListenInNetnsIsOnlyReachableInside(t *testing.T) {
-	ns := tempNetns(t)
+// serveInNetns listens on loopback inside ns and answers every connection
+// with "inside"; it returns the listening address.
+func serveInNetns(t *testing.T, ns string) string {
+	t.Helper()
 	ln, err := listenInNetns(ns, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
-		if c, err := ln.Accept(); err == nil {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("inside"))
 			c.Close()
 		}
 	}()
-	addr := ln.Addr().String()
+	return ln.Addr().String()
+}
+
+func TestListenInNetnsIsOnlyReachableInside(t *testing.T) {
+	ns := tempNetns(t)
+	addr := serveInNetns(t, ns)
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Fatalf("dial %s from the test's namespace succeeded; the socket is not in %s", addr, ns)
 	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial %s from the test's namespace: %v, want connection refused", addr, err)
 	}
-	err = runInNetns(ns, func() error {
+	err := runInNetns(ns, func() error {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -67,22 +79,7 @@ func TestListenInNetnsIsOnlyReachableInside(t *testing.T) {
 
 func TestDialInNetnsReachesOnlyInside(t *testing.T) {
 	ns := tempNetns(t)
-	ln, err := listenInNetns(ns, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("inside"))
-			c.Close()
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := serveInNetns(t, ns)
 	c, err := dialInNetns(ns)(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatalf("dial %s inside %s: %v", addr, ns, err)

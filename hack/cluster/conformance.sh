@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# conformance.sh: upstream's [sig-network] e2e suite (e2e.test v1.37.1, built
+# from hack/tools/e2e) against the local cluster with PROXY (switchyard or
+# kube-proxy) in MODE. Leaves ginkgo's JUnit report and the suite's log under
+# _output/conformance/<proxy>-<mode>/ and prints
+# "conformance: N passed, M failed, K skipped" as its last line.
+#
+# The skip list is upstream's sig-network kind job's, plus only what this
+# machine cannot do (SKIP_HERE below, each with its reason).
+#
+# Environment: MODE (iptables), PROXY (switchyard), FOCUS (default
+# \[sig-network\]), KEEP=1 leaves the cluster up, E2E_ARGS (extra flags).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cluster="$root/hack/cluster/cluster.sh"
+export MODE="${MODE:-iptables}" PROXY="${PROXY:-switchyard}"
+FOCUS="${FOCUS:-\[sig-network\]}"
+# Upstream's sig-network-kind job skips these.
+SKIP_UPSTREAM='\[Feature:(Networking-IPv6|Example|Federation|PerformanceDNS)\]|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy|DualStack'
+# What this machine cannot do:
+#  SCTP            the kernel has no SCTP module
+#  IPv6            the cluster is IPv4 only (no IPv6 node or pod addresses)
+SKIP_HERE='SCTP|\[Feature:SCTPConnectivity\]|IPv6'
+out="$root/_output/conformance/$PROXY-$MODE"
+t0=$SECONDS
+
+finish() {
+  local rc=$?
+  [ "${KEEP:-}" = 1 ] || "$cluster" down >&2 || true
+  exit "$rc"
+}
+
+# summary JUNIT: "N passed, M failed, K skipped" from ginkgo's JUnit report.
+summary() {
+  python3 - "$1" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+p = f = s = 0
+for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    if tc.find("skipped") is not None: s += 1
+    elif tc.find("failure") is not None or tc.find("error") is not None: f += 1
+    else: p += 1
+print(f"{p} passed, {f} failed, {s} skipped")
+EOF
+}
+
+mkdir -p "$out"
+e2e="$("$root/hack/build-tools.sh" e2e.test | tail -n1)/e2e.test"
+kubectl="$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl"
+trap finish EXIT
+"$cluster" up
+eval "$("$cluster" env)"
+echo "conformance: $PROXY in $MODE mode, cluster up after $((SECONDS - t0))s" >&2
+# The suite runs inside the control plane's namespace, where node IPs,
+# NodePorts and pod IPs are reachable as from kind's host.
+rc=0
+nsenter --net=/run/netns/syk-cp -- "$e2e" --provider=skeleton \
+  --kubeconfig="$CLUSTER_DIR/admin-internal.kubeconfig" --kubectl-path="$kubectl" \
+  --report-dir="$out" --ginkgo.junit-report="$out/junit.xml" --ginkgo.timeout=8h \
+  --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP_UPSTREAM|$SKIP_HERE" --ginkgo.no-color \
+  ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=$?
+echo "conformance: suite exit $rc after $((SECONDS - t0))s; log $out/e2e.log" >&2
+[ -s "$out/junit.xml" ] || { echo "conformance: no JUnit report" >&2; exit 1; }
+echo "conformance: $(summary "$out/junit.xml")"
