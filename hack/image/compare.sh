@@ -20,6 +20,7 @@ while getopts mc o; do
 done
 shift $((OPTIND - 1))
 [ $# -eq 2 ] || { echo "usage: $0 [-m] [-c] A.tar B.tar" >&2; exit 2; }
+for f in "$1" "$2"; do [ -r "$f" ] || { echo "compare.sh: cannot read $f" >&2; exit 2; }; done
 
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
@@ -30,7 +31,7 @@ import hashlib, json, sys, tarfile
 arc, opts = sys.argv[1], set(sys.argv[2:])
 outer = tarfile.open(arc)
 def read(name): return outer.extractfile(name).read()
-if "manifest.json" in outer.getnames():                      # docker-archive
+if "manifest.json" in outer.getnames():           # docker-archive
     m = json.loads(read("manifest.json"))[0]
     layers, config = m["Layers"], json.loads(read(m["Config"]))
 else:                                             # oci-archive
@@ -41,9 +42,9 @@ else:                                             # oci-archive
     config = json.loads(read(blob(m["config"]["digest"])))
 
 fs = {}  # path -> (type, mode, uid, gid, size, sha, target, mtime)
-def norm(p):                                      # "./a/b/" -> "/a/b"; escape blanks
-    p = "/" + "/".join(x for x in p.split("/") if x not in ("", "."))
-    return p.replace("\\", "\\\\").replace(" ", "\\040").replace("\n", "\\n")
+def esc(s): return s.replace("\\", "\\\\").replace(" ", "\\040").replace("\n", "\\n")
+def norm(p):                                      # "./a/b/" -> "/a/b"
+    return esc("/" + "/".join(x for x in p.split("/") if x not in ("", ".")))
 def drop_below(d):
     for p in [p for p in fs if p.startswith(d.rstrip("/") + "/")]: del fs[p]
 for layer in layers:
@@ -58,7 +59,7 @@ for layer in layers:
         p = norm(t.name)
         if p.rpartition("/")[2].startswith(".wh."): continue
         if t.isdir(): typ, size, sha, tgt = "d", 0, "-", "-"
-        elif t.issym(): typ, size, sha, tgt = "l", 0, "-", t.linkname
+        elif t.issym(): typ, size, sha, tgt = "l", 0, "-", esc(t.linkname)
         elif t.islnk():                           # content of the link target
             typ, _, _, _, size, sha, tgt, _ = fs[norm(t.linkname)]
         elif t.isreg():
@@ -67,8 +68,9 @@ for layer in layers:
         elif t.ischr() or t.isblk():
             typ, size, sha, tgt = "c" if t.ischr() else "b", 0, "-", f"{t.devmajor},{t.devminor}"
         else: typ, size, sha, tgt = "p", 0, "-", "-"
-        if typ != "d": drop_below(p)
+        if typ != "d" and fs.get(p, "-")[0] == "d": drop_below(p)  # dir replaced
         fs[p] = (typ, "%04o" % (t.mode & 0o7777), t.uid, t.gid, size, sha, tgt, t.mtime)
+fs.pop("/", None)  # the root's own entry: some writers store it, others don't
 for p in sorted(fs):
     typ, mode, uid, gid, size, sha, tgt, mtime = fs[p]
     print(p, typ, mode, uid, gid, size, sha, tgt, *([int(mtime)] if "-m" in opts else []))
@@ -85,7 +87,8 @@ if diff -u --label "$1" --label "$2" "$tmp/a" "$tmp/b"; then
   exit 0
 fi
 # differing paths: lines in only one listing, counted once per path.
-m="$(sort "$tmp/a" "$tmp/b" | uniq -u | cut -d' ' -f1 | sort -u | wc -l)"
-n="$(cut -d' ' -f1 "$tmp/a" "$tmp/b" | sort | uniq -u | wc -l)"
-echo "differ: $m paths ($n only in one image)" >&2
+key() { awk '{print $1 == "#config" ? $1 " " $2 : $1}'; }
+m="$(sort "$tmp/a" "$tmp/b" | uniq -u | key | sort -u | wc -l)"
+n="$(cat "$tmp/a" "$tmp/b" | key | sort | uniq -u | wc -l)"
+echo "differ: $m path(s), $n of them only in one image" >&2
 exit 1

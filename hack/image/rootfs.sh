@@ -8,6 +8,9 @@
 # files. Documentation, man pages, locales and apt's package lists are left
 # out, as Debian's -slim images do. SOURCE_DATE_EPOCH (default: the newest
 # commit's time) makes the result reproducible for one state of the mirror.
+# mmdebstrap copies the build machine's /etc/hostname and /etc/resolv.conf
+# into the root (in a container build: the build container's); they are
+# removed, as the container runtime mounts its own over them anyway.
 #
 # Environment: DEBIAN_MIRROR (http://deb.debian.org), MMDEBSTRAP_MODE (auto).
 set -euo pipefail
@@ -24,6 +27,7 @@ mmdebstrap --quiet --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-
   --aptopt='Acquire::Languages "none"' \
   "$@" \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
+  --customize-hook='rm -f "$1"/etc/hostname "$1"/etc/resolv.conf' \
   bookworm "$out" \
   "deb $mirror/debian bookworm main" \
   "deb $mirror/debian bookworm-updates main" \
