@@ -28,7 +28,8 @@
 # PROXY (switchyard, or kube-proxy: upstream v1.37.1 as kubeadm deploys it,
 # for side-by-side runs; it has no userspace mode),
 # NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
-# (16443), VERSION (switchyard's image tag; default git describe).
+# (16443), VERSION (switchyard's image tag; default git describe),
+# CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/cluster"
@@ -81,7 +82,8 @@ images() {
       coredns=*) COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$(basename "${line#*=}" | cut -d- -f2)" ;;
     esac
   done < <(VERSION="$VERSION" "$root/hack/image/build.sh" pause busybox agnhost coredns \
-    "$([ "$PROXY" = kube-proxy ] && echo kube-proxy || echo switchyard)")
+    "$([ "$PROXY" = kube-proxy ] && echo kube-proxy || echo switchyard)" \
+    ${CONFORMANCE_IMAGES:+glibc-dns-testing nginx regression-issue-74839 distroless-iptables})
 }
 
 sysctls_save() {

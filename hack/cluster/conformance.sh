@@ -13,7 +13,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
-export MODE="${MODE:-iptables}" PROXY="${PROXY:-switchyard}"
+export MODE="${MODE:-iptables}" PROXY="${PROXY:-switchyard}" CONFORMANCE_IMAGES=1
 FOCUS="${FOCUS:-\[sig-network\]}"
 # Upstream's sig-network-kind job skips these.
 SKIP_UPSTREAM='\[Feature:(Networking-IPv6|Example|Federation|PerformanceDNS)\]|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy|DualStack'

@@ -14,6 +14,11 @@
 #   coredns     registry.k8s.io/coredns/coredns:v<version>
 #   kube-proxy  localhost/kube-proxy:<version>: upstream kube-proxy from hack/tools
 #               on the same rootfs as switchyard's image, for side-by-side runs
+# and the other images upstream's [sig-network] tests name (conformance runs):
+#   glibc-dns-testing      dig on Debian, plus /coredns
+#   nginx                  Debian's nginx, in the foreground
+#   regression-issue-74839 its test program (hack/tools/e2e)
+#   distroless-iptables    switchyard's rootfs (iptables, conntrack) as is
 # The e2e tags are read from the pinned Kubernetes module's
 # test/utils/image/manifest.go, so they are the names the e2e framework asks for.
 #
@@ -148,10 +153,48 @@ img_kube-proxy() {
   echo "$out"
 }
 
-[ $# -gt 0 ] || { echo "usage: $0 switchyard|pause|busybox|agnhost|coredns|kube-proxy..." >&2; exit 2; }
+# e2e_image KEY NAME OUT-PREFIX ARGS...: cached image registry.k8s.io/.../NAME:tag
+# of configs[KEY], built by ociimage ARGS (inputs hashed: the ARGS' files).
+e2e_image() {
+  local k="$1" name="$2" reg="$3" tag out; shift 3
+  tag="$(e2e_tag "$k")"
+  out="$cache/$name-$tag-$(printf '%s\n' "$@" | key "$0" -).tar"
+  if [ ! -s "$out" ]; then
+    ociimage -o "$out" -tag "$reg/$name:$tag" "$@"
+  fi
+  echo "$out"
+}
+
+img_glibc-dns-testing() {
+  local base coredns
+  base="$(rootfs glibc-dns-testing "$here/glibc-dns-testing.packages")"
+  coredns="$("$root/hack/build-tools.sh" coredns | tail -n1)/coredns"
+  e2e_image GlibcDnsTesting glibc-dns-testing registry.k8s.io/e2e-test-images -layer "$base" \
+    -file "$coredns:/coredns:0755" -cmd '["bash"]'
+}
+
+img_nginx() {
+  e2e_image Nginx nginx registry.k8s.io/e2e-test-images \
+    -layer "$(rootfs nginx "$here/nginx.packages")" -cmd '["nginx", "-g", "daemon off;"]'
+}
+
+img_regression-issue-74839() {
+  local bin; bin="$("$root/hack/build-tools.sh" regression-issue-74839 | tail -n1)/regression-issue-74839"
+  e2e_image RegressionIssue74839 regression-issue-74839 registry.k8s.io/e2e-test-images \
+    -layer "$(rootfs switchyard "$here/switchyard.packages")" \
+    -file "$bin:/regression-issue-74839:0755" -entrypoint '["/regression-issue-74839"]'
+}
+
+img_distroless-iptables() {
+  e2e_image DistrolessIptables distroless-iptables registry.k8s.io/build-image \
+    -layer "$(rootfs switchyard "$here/switchyard.packages")"
+}
+
+E2E_IMAGES="glibc-dns-testing nginx regression-issue-74839 distroless-iptables"
+[ $# -gt 0 ] || { echo "usage: $0 switchyard|pause|busybox|agnhost|coredns|kube-proxy|${E2E_IMAGES// /|}..." >&2; exit 2; }
 for img in "$@"; do
   case "$img" in
-    switchyard|pause|busybox|agnhost|coredns|kube-proxy) path="$("img_$img")"; echo "$img=$path" ;;
+    switchyard|pause|busybox|agnhost|coredns|kube-proxy|glibc-dns-testing|nginx|regression-issue-74839|distroless-iptables) path="$("img_$img")"; echo "$img=$path" ;;
     *) echo "build.sh: unknown image $img" >&2; exit 2 ;;
   esac
 done

@@ -2,7 +2,8 @@
 
 // Package tools pins upstream's end-to-end suite (k8s.io/kubernetes/test/e2e)
 // for `make conformance`: it imports what e2e_test.go imports, so this
-// module's go.sum covers `go test -c k8s.io/kubernetes/test/e2e`.
+// module's go.sum covers `go test -c k8s.io/kubernetes/test/e2e`. It also
+// pins the small test programs of the e2e images hack/image builds.
 package tools
 
 import (
@@ -38,5 +39,6 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/testing-manifests"
 	_ "k8s.io/kubernetes/test/e2e/windows"
 	_ "k8s.io/kubernetes/test/fixtures"
+	_ "k8s.io/kubernetes/test/images/regression-issue-74839"
 	_ "k8s.io/kubernetes/test/utils/ktesting/format"
 )
