@@ -7,7 +7,7 @@
 #   hack/tools/containerd  containerd containerd-shim-runc-v2 ctr
 #   hack/tools/runc        runc (cgo, seccomp: needs libseccomp-dev)
 #   hack/tools/coredns     coredns
-#   hack/tools/e2e         e2e.test (upstream's e2e suite, `go test -c`),
+#   hack/tools/e2e         e2e.test (upstream's e2e suite, `go test -c`), ginkgo,
 #                          regression-issue-74839 (an e2e image's program)
 #
 # Binaries are cached outside the repository, keyed on the go.mod and go.sum
@@ -31,7 +31,7 @@ module_of() {
     containerd|containerd-shim-runc-v2|ctr) echo containerd ;;
     runc) echo runc ;;
     coredns) echo coredns ;;
-    e2e.test|regression-issue-74839) echo e2e ;;
+    e2e.test|ginkgo|regression-issue-74839) echo e2e ;;
     *) echo "build-tools.sh: unknown tool $1" >&2; return 1 ;;
   esac
 }
@@ -46,6 +46,7 @@ pkg_of() {
     coredns) echo github.com/coredns/coredns ;;
     e2e.test) echo k8s.io/kubernetes/test/e2e ;;
     regression-issue-74839) echo k8s.io/kubernetes/test/images/regression-issue-74839 ;;
+    ginkgo) echo github.com/onsi/ginkgo/v2/ginkgo ;;
   esac
 }
 

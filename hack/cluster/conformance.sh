@@ -8,8 +8,12 @@
 # The skip list is upstream's sig-network kind job's, plus only what this
 # machine cannot do (SKIP_HERE below, each with its reason).
 #
+# The specs run in PROCS (default 4) parallel ginkgo processes (most of a
+# spec's time is waiting for pods); [Serial] specs run alone at the end.
+#
 # Environment: MODE (iptables), PROXY (switchyard), FOCUS (default
-# \[sig-network\]), KEEP=1 leaves the cluster up, E2E_ARGS (extra flags).
+# \[sig-network\]), PROCS (4), KEEP=1 leaves the cluster up, E2E_ARGS (extra
+# flags for e2e.test).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
@@ -45,6 +49,8 @@ EOF
 
 mkdir -p "$out"
 e2e="$("$root/hack/build-tools.sh" e2e.test | tail -n1)/e2e.test"
+ginkgo="$(dirname "$e2e")/ginkgo"
+"$root/hack/build-tools.sh" ginkgo >/dev/null
 kubectl="$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl"
 trap finish EXIT
 "$cluster" up
@@ -53,11 +59,10 @@ echo "conformance: $PROXY in $MODE mode, cluster up after $((SECONDS - t0))s" >&
 # The suite runs inside the control plane's namespace, where node IPs,
 # NodePorts and pod IPs are reachable as from kind's host.
 rc=0
-nsenter --net=/run/netns/syk-cp -- "$e2e" --provider=skeleton \
-  --kubeconfig="$CLUSTER_DIR/admin-internal.kubeconfig" --kubectl-path="$kubectl" \
-  --report-dir="$out" --ginkgo.junit-report="$out/junit.xml" --ginkgo.timeout=8h \
-  --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP_UPSTREAM|$SKIP_HERE" --ginkgo.no-color \
-  ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=$?
+nsenter --net=/run/netns/syk-cp -- "$ginkgo" -p --procs="${PROCS:-4}" --timeout=8h --no-color \
+  --focus="$FOCUS" --skip="$SKIP_UPSTREAM|$SKIP_HERE" --junit-report=junit.xml --output-dir="$out" \
+  "$e2e" -- --provider=skeleton --kubeconfig="$CLUSTER_DIR/admin-internal.kubeconfig" \
+  --kubectl-path="$kubectl" --report-dir="$out" ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=$?
 echo "conformance: suite exit $rc after $((SECONDS - t0))s; log $out/e2e.log" >&2
 [ -s "$out/junit.xml" ] || { echo "conformance: no JUnit report" >&2; exit 1; }
 echo "conformance: $(summary "$out/junit.xml")"

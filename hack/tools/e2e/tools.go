@@ -8,6 +8,7 @@ package tools
 
 import (
 	_ "github.com/onsi/ginkgo/v2"
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 	_ "go.yaml.in/yaml/v2"
 	_ "k8s.io/component-base/version"
 	_ "k8s.io/klog/v2"
