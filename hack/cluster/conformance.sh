@@ -13,7 +13,7 @@
 #
 # Environment: MODE (iptables), PROXY (switchyard), FOCUS (default
 # \[sig-network\]), PROCS (4), KEEP=1 leaves the cluster up, E2E_ARGS (extra
-# flags for e2e.test).
+# flags for e2e.test), OUT (the report directory).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
@@ -24,8 +24,11 @@ SKIP_UPSTREAM='\[Feature:(Networking-IPv6|Example|Federation|PerformanceDNS)\]|L
 # What this machine cannot do:
 #  SCTP            the kernel has no SCTP module
 #  IPv6            the cluster is IPv4 only (no IPv6 node or pod addresses)
-SKIP_HERE='SCTP|\[Feature:SCTPConnectivity\]|IPv6'
-out="$root/_output/conformance/$PROXY-$MODE"
+#  Internet        "should provide Internet connection for containers" dials
+#                  google.com: nothing here may leave the machine (CoreDNS has
+#                  no forwarder, the namespaces no route out)
+SKIP_HERE='SCTP|\[Feature:SCTPConnectivity\]|IPv6|Internet connection for containers'
+out="${OUT:-$root/_output/conformance/$PROXY-$MODE}"
 t0=$SECONDS
 
 finish() {
@@ -34,12 +37,14 @@ finish() {
   exit "$rc"
 }
 
-# summary JUNIT: "N passed, M failed, K skipped" from ginkgo's JUnit report.
+# summary JUNIT: "N passed, M failed, K skipped" from ginkgo's JUnit report
+# (specs only: the per-process suite setup entries are not counted).
 summary() {
   python3 - "$1" <<'EOF'
 import sys, xml.etree.ElementTree as ET
 p = f = s = 0
 for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    if not tc.get("name", "").startswith("[It]"): continue  # suite setup nodes
     if tc.find("skipped") is not None: s += 1
     elif tc.find("failure") is not None or tc.find("error") is not None: f += 1
     else: p += 1

@@ -11,6 +11,7 @@
 #   busybox     registry.k8s.io/e2e-test-images/busybox:<tag>: Debian's busybox-static
 #   agnhost     registry.k8s.io/e2e-test-images/agnhost:<tag>: agnhost on a Debian
 #               rootfs with the tools upstream's image carries (agnhost.packages)
+#               and CoreDNS at /coredns, as upstream's has
 #   coredns     registry.k8s.io/coredns/coredns:v<version>
 #   kube-proxy  localhost/kube-proxy:<version>: upstream kube-proxy from hack/tools
 #               on the same rootfs as switchyard's image, for side-by-side runs
@@ -110,7 +111,7 @@ img_busybox() {
 }
 
 img_agnhost() {
-  local tag bin base out porter; tag="$(e2e_tag Agnhost)"
+  local tag bin base out porter coredns; tag="$(e2e_tag Agnhost)"
   bin="$("$root/hack/build-tools.sh" agnhost | tail -n1)/agnhost"
   # The e2e tests for supplemental groups expect this user and these groups.
   base="$(rootfs agnhost "$here/agnhost.packages" \
@@ -118,10 +119,14 @@ img_agnhost() {
     --customize-hook='echo "user-defined-in-image:x:1000:" >>"$1/etc/group"' \
     --customize-hook='echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"')"
   porter="$(k8s_dir)/test/images/agnhost/porter"
-  out="$cache/agnhost-$tag-$(key "$bin" "$base" "$0").tar"
+  # Upstream's image carries a CoreDNS binary at /coredns: the DNS tests run
+  # their own upstream name servers with it.
+  coredns="$("$root/hack/build-tools.sh" coredns | tail -n1)/coredns"
+  out="$cache/agnhost-$tag-$(key "$bin" "$base" "$coredns" "$0").tar"
   if [ ! -s "$out" ]; then
     ociimage -o "$out" -tag "registry.k8s.io/e2e-test-images/agnhost:$tag" -layer "$base" \
       -file "$bin:/agnhost:0755" -symlink /agnhost-2:agnhost -dir /uploads \
+      -file "$coredns:/coredns:0755" \
       -file "$porter/localhost.crt:/localhost.crt:0644" -file "$porter/localhost.key:/localhost.key:0600" \
       -entrypoint '["/agnhost"]' -cmd '["pause"]'
   fi
