@@ -51,13 +51,4 @@ wait_for() {
   done
 }
 
-# in_node N CMD...: run CMD in node N's network and mount namespaces.
-in_node() {
-  local n="$1"; shift
-  nsenter --net="/run/netns/$PREFIX-node$n" --mount="$D/ns/mnt-node$n" -- "$@"
-}
-
-# in_cp CMD...: run CMD in the control plane's network namespace.
-in_cp() { nsenter --net="/run/netns/$PREFIX-cp" -- "$@"; }
-
 kc() { "$BIN_K8S/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }

@@ -54,11 +54,11 @@ mntns_down() {
   if mountpoint -q "$D/ns" 2>/dev/null; then umount "$D/ns" || umount -l "$D/ns"; fi
 }
 
-CGROUP_HIERARCHIES() { ls -d /sys/fs/cgroup/*/ | xargs -n1 basename; }
+cgroup_hierarchies() { ls -d /sys/fs/cgroup/*/ | xargs -n1 basename; }
 
 cgroup_up() {
   local root="/$(node_name "$1")" h
-  for h in $(CGROUP_HIERARCHIES); do
+  for h in $(cgroup_hierarchies); do
     mkdir -p "/sys/fs/cgroup/$h$root"
   done
   cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset$root/cpuset.cpus"
@@ -74,7 +74,7 @@ cgroup_pids() {
 
 cgroup_down() {
   local root="/$(node_name "$1")" h
-  for h in $(CGROUP_HIERARCHIES); do
+  for h in $(cgroup_hierarchies); do
     [ -d "/sys/fs/cgroup/$h$root" ] || continue
     find "/sys/fs/cgroup/$h$root" -depth -type d -exec rmdir {} \; 2>/dev/null ||
       log "cgroup $h$root not fully removed"
