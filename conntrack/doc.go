@@ -47,4 +47,9 @@
 // not REDIRECTing service traffic: deleting a REDIRECT entry while the
 // proxy answers could make the proxy's reply claim the tuple the client's
 // next packet needs. Do not install the reconciler with such a backend.
+//
+// Tune applies kube-proxy's conntrack settings once at start (the
+// --conntrack-* flags, the configuration file's conntrack section):
+// nf_conntrack_max and the hash size, the TCP established and close-wait
+// timeouts, tcp_be_liberal and the UDP timeouts (tuning.go).
 package conntrack

@@ -64,9 +64,14 @@ func runDataplaneTable(t *testing.T, mode string) {
 		{"externalTrafficPolicy Local", testExternalLocal},
 		{"network programming latency", testProgrammingLatency},
 		{"a Service and its EndpointSlice in one sync", testServiceAndSliceOneSync},
+		{"conntrack TCP timeouts set at start", testConntrackTimeouts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, m) })
+	}
+	switch mode {
+	case "iptables", "nftables":
+		t.Run("localhost NodePort", func(t *testing.T) { testLocalhostNodePort(t, m) })
 	}
 	switch mode {
 	case "iptables":

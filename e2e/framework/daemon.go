@@ -34,6 +34,9 @@ func DefaultDaemonArgs(kubeconfig, nodeName string) []string {
 		"--cluster-cidr=" + DefaultClusterCIDR,
 		"--metrics-bind-address=" + DaemonMetricsAddr,
 		"--healthz-bind-address=" + DaemonHealthzAddr,
+		// nf_conntrack_max and the hash size are machine-wide: a test
+		// never changes them (the per-namespace timeouts it may).
+		"--conntrack-max-per-core=0",
 		"--v=2",
 	}
 }

@@ -146,8 +146,11 @@ nodes_up() {
 }
 
 # deploy_switchyard: `kubectl apply -k` of an overlay that takes deploy/ as it
-# is and changes what an operator changes: the image tag, and the mode in the
-# ConfigMap (when it is not deploy/'s iptables).
+# is and changes what an operator changes: the image tag, the mode in the
+# ConfigMap, and conntrack.maxPerCore 0 (as kind sets it, and as this
+# cluster's kube-proxy gets it: nf_conntrack_max and the hash size are
+# machine-wide and nothing here may change the host; the TCP timeouts are
+# per network namespace and keep kube-proxy's defaults).
 deploy_switchyard() {
   local ov="$D/overlay"
   mkdir -p "$ov"
@@ -160,11 +163,11 @@ images:
 - name: localhost/switchyard
   newTag: "$VERSION"
 EOF
-  if [ "$MODE" != iptables ]; then
-    sed -E "s/^(    mode: )[a-z]+/\1$MODE/" "$root/deploy/configmap.yaml" >"$ov/configmap-mode.yaml"
-    grep -q "^    mode: $MODE" "$ov/configmap-mode.yaml" || die "could not set mode $MODE in the ConfigMap"
-    printf 'patches:\n- path: configmap-mode.yaml\n' >>"$ov/kustomization.yaml"
-  fi
+  sed -E -e "s/^(    mode: )[a-z]+.*/\1$MODE/" -e 's/^(    mode: .*)$/\1\n    conntrack:\n      maxPerCore: 0/' \
+    "$root/deploy/configmap.yaml" >"$ov/configmap-node.yaml"
+  grep -q "^    mode: $MODE\$" "$ov/configmap-node.yaml" || die "could not set mode $MODE in the ConfigMap"
+  grep -q "^      maxPerCore: 0\$" "$ov/configmap-node.yaml" || die "could not set conntrack.maxPerCore in the ConfigMap"
+  printf 'patches:\n- path: configmap-node.yaml\n' >>"$ov/kustomization.yaml"
   # Where the apiserver is, as an operator tells switchyard on a cluster
   # without kube-proxy (see deploy/daemonset.yaml).
   kc -n kube-system create configmap kubernetes-services-endpoint \

@@ -136,13 +136,14 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error)
 	}
 	bit := int32(o.MasqueradeBit)
 	return iptables.New(iptables.Config{
-		Families:          families(o),
-		ClusterCIDRs:      o.ClusterCIDRs,
-		MasqueradeAll:     o.MasqueradeAll,
-		MasqueradeBit:     &bit,
-		NodePortAddresses: o.NodePortAddresses,
-		Runner:            r,
-		Metrics:           m,
+		Families:           families(o),
+		ClusterCIDRs:       o.ClusterCIDRs,
+		MasqueradeAll:      o.MasqueradeAll,
+		MasqueradeBit:      &bit,
+		NodePortAddresses:  o.NodePortAddresses,
+		LocalhostNodePorts: localhostNodePorts(o),
+		Runner:             r,
+		Metrics:            m,
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),

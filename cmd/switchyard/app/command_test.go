@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-proxy/switchyard/conntrack"
 )
 
 // result is what one execution of the command produced.
@@ -77,6 +79,10 @@ func defaultOptions() *Options {
 		UDPIdleTimeout:       250 * time.Millisecond,
 		UDPMaxSessions:       1024,
 		UserspaceTransparent: true,
+		Conntrack: conntrack.Tuning{
+			MaxPerCore: 32768, Min: 131072, TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
+		},
+		LocalhostNodePorts: true,
 	}
 }
 
@@ -105,6 +111,15 @@ iptables:
   masqueradeBit: 0
   syncPeriod: 1m
   minSyncPeriod: 10s
+  localhostNodePorts: false
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 90s
+  tcpBeLiberal: true
+  udpTimeout: 30s
+  udpStreamTimeout: 2m
 ipvs:
   scheduler: wlc
   syncPeriod: 45s
@@ -141,6 +156,10 @@ func fullFileOptions(path string) *Options {
 		UDPMaxSessions:       1024, // flag only: no file field
 		EnableProfiling:      true,
 		UserspaceTransparent: true,
+		// An explicit 0 in the file is kept: "leave the kernel's value".
+		Conntrack: conntrack.Tuning{
+			TCPCloseWaitTimeout: 90 * time.Second, TCPBeLiberal: true, UDPTimeout: 30 * time.Second, UDPStreamTimeout: 2 * time.Minute,
+		},
 	}
 }
 
@@ -193,6 +212,9 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-udp-max-sessions=0", "--profiling",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
+			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
+			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
+			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false",
 		}, func() *Options {
 			return &Options{
 				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
@@ -206,6 +228,8 @@ func TestCommandOptions(t *testing.T) {
 				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
 					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
 				UDPIdleTimeout: time.Second, UDPMaxSessions: 0, EnableProfiling: true,
+				Conntrack: conntrack.Tuning{Min: 7, TCPEstablishedTimeout: time.Hour, TCPBeLiberal: true,
+					UDPTimeout: 10 * time.Second, UDPStreamTimeout: time.Minute},
 			}
 		}},
 	}
@@ -334,6 +358,15 @@ func TestCommandInvalid(t *testing.T) {
 		{"hostname", []string{"--hostname-override=bad_name"}, []string{`invalid --hostname-override "bad_name": must be a valid node name`}},
 		{"service proxy name", []string{"--service-proxy-name=not a label"}, []string{`invalid --service-proxy-name "not a label": must be a valid label value`}},
 		{"burst negative file", file("clientConnection:\n  burst: -1\n"), []string{`invalid clientConnection.burst "-1": must not be negative`}},
+		{"conntrack negatives", []string{"--conntrack-max-per-core=-1", "--conntrack-min=-2", "--conntrack-udp-timeout=-1s"}, []string{
+			`invalid --conntrack-max-per-core "-1": must be greater than or equal to 0`,
+			`invalid --conntrack-min "-2": must be greater than or equal to 0`,
+			`invalid --conntrack-udp-timeout "-1s": must not be negative`,
+		}},
+		{"conntrack negative file", file("conntrack:\n  tcpCloseWaitTimeout: -5s\n  maxPerCore: -3\n"), []string{
+			`invalid conntrack.maxPerCore "-3": must be greater than or equal to 0`,
+			`invalid conntrack.tcpCloseWaitTimeout "-5s": must not be negative`,
+		}},
 		{"all errors reported", []string{"--proxy-mode=x", "--ipvs-scheduler=y"}, []string{`--proxy-mode "x"`, `--ipvs-scheduler "y"`}},
 		{"wrong apiVersion", []string{"--config", writeConfig(t, "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion "kubeproxy.config.k8s.io/v1beta1": must be kubeproxy.config.k8s.io/v1alpha1`}},
 		{"missing apiVersion", []string{"--config", writeConfig(t, "kind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion ""`}},
@@ -384,8 +417,6 @@ clientConnection:
 		{"unsupported fields", `
 oomScoreAdj: -999
 detectLocalMode: InterfaceNamePrefix
-conntrack:
-  maxPerCore: 0
 featureGates:
   SomeGate: true
 ipvs:
@@ -395,7 +426,6 @@ ipvs:
 			`field "ipvs.excludeCIDRs" is not supported`,
 			`field "detectLocalMode" is not supported`,
 			`field "oomScoreAdj" is not supported`,
-			`field "conntrack" is not supported`,
 		}},
 		{"kubeadm file is quiet", strings.TrimPrefix(kubeadmFile, header), nil, nil},
 		{"settings of another mode", "ipvs:\n  scheduler: lc\n", []string{"--ipvs-strict-arp", "--udp-timeout=1s"}, []string{

@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
@@ -144,6 +145,8 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "ipvs-strict-arp", &r.IPVSStrictARP, k.IPVS.StrictARP)
 	fromFile(r, "udp-timeout", &r.UDPIdleTimeout, c.UDPIdleTimeout.Duration)
 	fromFile(r, "profiling", &r.EnableProfiling, k.EnableProfiling)
+	r.applyConntrackSection(&k.Conntrack)
+	fromFilePtr(r, "iptables-localhost-nodeports", &r.IPTablesLocalhostNodePorts, k.IPTables.LocalhostNodePorts)
 	r.LogVerbosity = uint32(k.Logging.Verbosity)
 }
 
@@ -164,6 +167,35 @@ func (r *rawConfig) applyNFTablesSection(k *kubeproxyv1alpha1.KubeProxyConfigura
 	}
 	fromFile(r, "iptables-sync-period", &r.IPTablesSyncPeriod, k.NFTables.SyncPeriod.Duration)
 	fromFile(r, "iptables-min-sync-period", &r.IPTablesMinSyncPeriod, k.NFTables.MinSyncPeriod.Duration)
+}
+
+// applyConntrackSection takes the file's conntrack settings. The pointer
+// fields keep an explicit 0 ("leave the kernel's value alone").
+func (r *rawConfig) applyConntrackSection(c *kubeproxyv1alpha1.KubeProxyConntrackConfiguration) {
+	fromFilePtr(r, "conntrack-max-per-core", &r.ConntrackMaxPerCore, c.MaxPerCore)
+	fromFilePtr(r, "conntrack-min", &r.ConntrackMin, c.Min)
+	fromFilePtr(r, "conntrack-tcp-timeout-established", &r.ConntrackTCPEstablished, durationPtr(c.TCPEstablishedTimeout))
+	fromFilePtr(r, "conntrack-tcp-timeout-close-wait", &r.ConntrackTCPCloseWait, durationPtr(c.TCPCloseWaitTimeout))
+	fromFile(r, "conntrack-tcp-be-liberal", &r.ConntrackTCPBeLiberal, c.TCPBeLiberal)
+	fromFile(r, "conntrack-udp-timeout", &r.ConntrackUDPTimeout, c.UDPTimeout.Duration)
+	fromFile(r, "conntrack-udp-timeout-stream", &r.ConntrackUDPTimeoutStream, c.UDPStreamTimeout.Duration)
+}
+
+func durationPtr(d *metav1.Duration) *time.Duration {
+	if d == nil {
+		return nil
+	}
+	return &d.Duration
+}
+
+// fromFilePtr sets *dst to *v, and records that the file set it, unless v
+// is nil (the field's zero value is then a real setting).
+func fromFilePtr[T any](r *rawConfig, flag string, dst *T, v *T) {
+	if v == nil {
+		return
+	}
+	*dst = *v
+	r.fromFile[flag] = true
 }
 
 func fromFile[T comparable](r *rawConfig, flag string, dst *T, v T) {

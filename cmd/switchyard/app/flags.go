@@ -50,6 +50,15 @@ type rawConfig struct {
 	UserspaceTransparent  bool
 	EnableProfiling       bool
 
+	ConntrackMaxPerCore        int32
+	ConntrackMin               int32
+	ConntrackTCPEstablished    time.Duration
+	ConntrackTCPCloseWait      time.Duration
+	ConntrackTCPBeLiberal      bool
+	ConntrackUDPTimeout        time.Duration
+	ConntrackUDPTimeoutStream  time.Duration
+	IPTablesLocalhostNodePorts bool
+
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
 	LogVerbosity uint32
 	// fromFile records, by flag name, which values the config file set, so
@@ -74,7 +83,13 @@ func defaultRawConfig() *rawConfig {
 		// userspace.DefaultUDPMaxSessions; kube-proxy has no such cap.
 		UserspaceUDPSessions: 1024,
 		UserspaceTransparent: true,
-		fromFile:             map[string]bool{},
+		// KubeProxyConntrackConfiguration's defaults.
+		ConntrackMaxPerCore:        32768,
+		ConntrackMin:               131072,
+		ConntrackTCPEstablished:    24 * time.Hour,
+		ConntrackTCPCloseWait:      time.Hour,
+		IPTablesLocalhostNodePorts: true,
+		fromFile:                   map[string]bool{},
 	}
 }
 
@@ -116,6 +131,14 @@ func settings() []setting {
 		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
 		{"userspace-transparent", "", "UserspaceTransparent"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
+		{"conntrack-max-per-core", "conntrack.maxPerCore", "ConntrackMaxPerCore"},
+		{"conntrack-min", "conntrack.min", "ConntrackMin"},
+		{"conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", "ConntrackTCPEstablished"},
+		{"conntrack-tcp-timeout-close-wait", "conntrack.tcpCloseWaitTimeout", "ConntrackTCPCloseWait"},
+		{"conntrack-tcp-be-liberal", "conntrack.tcpBeLiberal", "ConntrackTCPBeLiberal"},
+		{"conntrack-udp-timeout", "conntrack.udpTimeout", "ConntrackUDPTimeout"},
+		{"conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", "ConntrackUDPTimeoutStream"},
+		{"iptables-localhost-nodeports", "iptables.localhostNodePorts", "IPTablesLocalhostNodePorts"},
 	}
 }
 
@@ -152,6 +175,20 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")
 	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
+	r.addNodeSetupFlags(fs)
+}
+
+// addNodeSetupFlags registers the settings applied once at start: the
+// conntrack tuning and localhost NodePorts (route_localnet).
+func (r *rawConfig) addNodeSetupFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&r.ConntrackMaxPerCore, "conntrack-max-per-core", r.ConntrackMaxPerCore, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min). nf_conntrack_max is only ever raised.")
+	fs.Int32Var(&r.ConntrackMin, "conntrack-min", r.ConntrackMin, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core (set conntrack-max-per-core=0 to leave the limit as-is).")
+	fs.DurationVar(&r.ConntrackTCPEstablished, "conntrack-tcp-timeout-established", r.ConntrackTCPEstablished, "Idle timeout for established TCP connections (0 to leave as-is).")
+	fs.DurationVar(&r.ConntrackTCPCloseWait, "conntrack-tcp-timeout-close-wait", r.ConntrackTCPCloseWait, "NAT timeout for TCP connections in the CLOSE_WAIT state (0 to leave as-is).")
+	fs.BoolVar(&r.ConntrackTCPBeLiberal, "conntrack-tcp-be-liberal", r.ConntrackTCPBeLiberal, "Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1.")
+	fs.DurationVar(&r.ConntrackUDPTimeout, "conntrack-udp-timeout", r.ConntrackUDPTimeout, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is).")
+	fs.DurationVar(&r.ConntrackUDPTimeoutStream, "conntrack-udp-timeout-stream", r.ConntrackUDPTimeoutStream, "Idle timeout for ASSURED UDP connections (0 to leave as-is).")
+	fs.BoolVar(&r.IPTablesLocalhostNodePorts, "iptables-localhost-nodeports", r.IPTablesLocalhostNodePorts, "If false, disable the legacy behavior of allowing NodePort services to be accessed via localhost. (Applies only to iptables mode and IPv4; it sets net.ipv4.conf.all.route_localnet=1. Localhost NodePorts are never allowed with the nftables and ipvs modes or with IPv6.)")
 }
 
 // applyChangedFlags copies into r every setting whose flag was given on the

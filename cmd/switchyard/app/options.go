@@ -3,6 +3,8 @@ package app
 import (
 	"net/netip"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/conntrack"
 )
 
 // Mode is the dataplane backend the daemon programs.
@@ -77,6 +79,11 @@ type Options struct {
 	UserspaceTransparent bool
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
+	// Conntrack is the conntrack tuning applied at start (--conntrack-*).
+	Conntrack conntrack.Tuning
+	// LocalhostNodePorts lets IPv4 NodePorts answer on 127.0.0.0/8 in
+	// iptables mode (--iptables-localhost-nodeports).
+	LocalhostNodePorts bool
 }
 
 // IPTablesOptions holds the iptables-mode sync periods.

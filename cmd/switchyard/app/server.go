@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/sysctl"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -40,6 +41,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
+		return err
+	}
+	if err := setupNode(o, sysctl.Proc, sysctl.ConntrackModule); err != nil {
 		return err
 	}
 	reg, m := newMetrics(o)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/switchyard-proxy/switchyard/conntrack"
 )
 
 // ipvsSchedulers are the IPVS schedulers switchyard accepts.
@@ -60,12 +62,21 @@ func (r *rawConfig) options() (*Options, error) {
 		UDPMaxSessions:       r.UserspaceUDPSessions,
 		EnableProfiling:      r.EnableProfiling,
 		UserspaceTransparent: r.UserspaceTransparent,
+		Conntrack: conntrack.Tuning{
+			MaxPerCore: int(r.ConntrackMaxPerCore), Min: int(r.ConntrackMin),
+			TCPEstablishedTimeout: r.ConntrackTCPEstablished, TCPCloseWaitTimeout: r.ConntrackTCPCloseWait,
+			TCPBeLiberal: r.ConntrackTCPBeLiberal,
+			UDPTimeout:   r.ConntrackUDPTimeout, UDPStreamTimeout: r.ConntrackUDPTimeoutStream,
+		},
+		LocalhostNodePorts: r.IPTablesLocalhostNodePorts,
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()
 	if r.UserspaceUDPSessions < 0 {
 		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
 	}
+	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
+	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
 	if r.KubeAPIBurst < 0 {
 		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
 	}
@@ -205,6 +216,10 @@ func (v *validator) durations() {
 	v.nonNegative("ipvs-tcp-timeout", r.IPVSTCPTimeout)
 	v.nonNegative("ipvs-tcpfin-timeout", r.IPVSTCPFinTimeout)
 	v.nonNegative("ipvs-udp-timeout", r.IPVSUDPTimeout)
+	v.nonNegative("conntrack-tcp-timeout-established", r.ConntrackTCPEstablished)
+	v.nonNegative("conntrack-tcp-timeout-close-wait", r.ConntrackTCPCloseWait)
+	v.nonNegative("conntrack-udp-timeout", r.ConntrackUDPTimeout)
+	v.nonNegative("conntrack-udp-timeout-stream", r.ConntrackUDPTimeoutStream)
 	v.notAbove("iptables-min-sync-period", r.IPTablesMinSyncPeriod, "iptables-sync-period", r.IPTablesSyncPeriod)
 	v.notAbove("ipvs-min-sync-period", r.IPVSMinSyncPeriod, "ipvs-sync-period", r.IPVSSyncPeriod)
 }
@@ -218,6 +233,12 @@ func (v *validator) positive(flag string, d time.Duration) {
 func (v *validator) nonNegative(flag string, d time.Duration) {
 	if d < 0 {
 		v.fail(flag, d.String(), "must not be negative")
+	}
+}
+
+func (v *validator) nonNegativeInt(flag string, n int32) {
+	if n < 0 {
+		v.fail(flag, strconv.Itoa(int(n)), "must be greater than or equal to 0")
 	}
 }
 

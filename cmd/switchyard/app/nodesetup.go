@@ -1,0 +1,68 @@
+package app
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/cpuset"
+
+	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/sysctl"
+)
+
+const sysctlRouteLocalnet = "net/ipv4/conf/all/route_localnet"
+
+// setupNode makes the kernel settings kube-proxy makes before it
+// programs anything: the conntrack tuning in every mode, and
+// route_localnet=1 when localhost NodePorts are on. procSys and module are
+// sysctl.Proc and sysctl.ConntrackModule outside tests.
+func setupNode(o *Options, procSys, module sysctl.Interface) error {
+	if err := conntrack.Tune(o.Conntrack, numCPU(), procSys, module); err != nil {
+		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
+	}
+	if !localhostNodePorts(o) {
+		return nil
+	}
+	wrote, err := sysctl.Ensure(procSys, sysctlRouteLocalnet, 1)
+	if err != nil {
+		return fmt.Errorf("setting %s=1 for localhost NodePorts (disable them with --iptables-localhost-nodeports=false): %w", sysctlRouteLocalnet, err)
+	}
+	if wrote {
+		klog.InfoS("Set route_localnet=1 to allow NodePorts on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses")
+	}
+	return nil
+}
+
+// localhostNodePorts reports whether IPv4 NodePorts answer on 127.0.0.0/8:
+// iptables mode only, asked for, IPv4 served, and loopback among the
+// NodePort addresses (all addresses, or a prefix holding 127.0.0.1), as in
+// kube-proxy. Call it after --nodeport-addresses=primary is resolved.
+func localhostNodePorts(o *Options) bool {
+	if o.Mode != ModeIPTables || !o.LocalhostNodePorts || !slices.Contains(families(o), v1.IPv4Protocol) {
+		return false
+	}
+	loopback := netip.MustParseAddr("127.0.0.1")
+	anyV4 := false
+	for _, p := range o.NodePortAddresses {
+		if !p.Addr().Is4() {
+			continue
+		}
+		anyV4 = true
+		if p.Contains(loopback) {
+			return true
+		}
+	}
+	return !anyV4 && !o.NodePortPrimary
+}
+
+// numCPU counts the online CPUs as kube-proxy does for conntrack sizing.
+func numCPU() int {
+	if n, err := cpuset.NumCPU(); err == nil && n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}

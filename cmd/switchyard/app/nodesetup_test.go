@@ -1,0 +1,103 @@
+package app
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/sysctl"
+)
+
+func TestLocalhostNodePorts(t *testing.T) {
+	v4 := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, p := range s {
+			out = append(out, netip.MustParsePrefix(p))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(o *Options)
+		want bool
+	}{
+		{"iptables default", func(*Options) {}, true},
+		{"disabled", func(o *Options) { o.LocalhostNodePorts = false }, false},
+		{"nftables never", func(o *Options) { o.Mode = ModeNFTables }, false},
+		{"ipvs never", func(o *Options) { o.Mode = ModeIPVS }, false},
+		{"userspace never", func(o *Options) { o.Mode = ModeUserspace }, false},
+		{"loopback listed", func(o *Options) { o.NodePortAddresses = v4("10.0.0.0/8", "127.0.0.0/8") }, true},
+		{"loopback not listed", func(o *Options) { o.NodePortAddresses = v4("10.0.0.0/8") }, false},
+		{"only IPv6 listed: IPv4 takes all", func(o *Options) { o.NodePortAddresses = v4("fd00::/8") }, true},
+		{"primary", func(o *Options) { o.NodePortPrimary = true }, false},
+		{"IPv6 single stack", func(o *Options) { o.ClusterCIDRs = v4("fd00:10::/56") }, false},
+	} {
+		o := defaultOptions()
+		o.ClusterCIDRs = v4("10.244.0.0/16")
+		tc.edit(o)
+		if got := localhostNodePorts(o); got != tc.want {
+			t.Errorf("%s: localhostNodePorts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// freshNamespace is what a new network namespace reads on a 6.x kernel,
+// with the machine-wide nf_conntrack_max read-only in it.
+func freshNamespace() (*sysctl.Fake, *sysctl.Fake) {
+	proc := sysctl.NewFake(map[string]int{
+		"net/netfilter/nf_conntrack_max": 262144, "net/netfilter/nf_conntrack_tcp_timeout_established": 432000,
+		"net/netfilter/nf_conntrack_tcp_timeout_close_wait": 60, "net/netfilter/nf_conntrack_tcp_be_liberal": 0,
+		"net/netfilter/nf_conntrack_udp_timeout": 30, "net/netfilter/nf_conntrack_udp_timeout_stream": 120,
+		sysctlRouteLocalnet: 0,
+	})
+	proc.ReadOnly["net/netfilter/nf_conntrack_max"] = true
+	return proc, sysctl.NewFake(map[string]int{"hashsize": 262144})
+}
+
+func TestSetupNodeDefaults(t *testing.T) {
+	o := defaultOptions()
+	proc, module := freshNamespace()
+	if err := setupNode(o, proc, module); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"net/netfilter/nf_conntrack_tcp_timeout_established=86400",
+		"net/netfilter/nf_conntrack_tcp_timeout_close_wait=3600",
+		sysctlRouteLocalnet + "=1",
+	}
+	if !slices.Equal(proc.Writes, want) || len(module.Writes) != 0 {
+		t.Errorf("writes = %v %v, want %v and none to the module", proc.Writes, module.Writes, want)
+	}
+}
+
+func TestSetupNodeNFTablesLeavesRouteLocalnet(t *testing.T) {
+	o := defaultOptions()
+	o.Mode = ModeNFTables
+	o.Conntrack = conntrack.Tuning{}
+	proc, module := freshNamespace()
+	if err := setupNode(o, proc, module); err != nil {
+		t.Fatal(err)
+	}
+	if len(proc.Writes) != 0 {
+		t.Errorf("writes = %v, want none", proc.Writes)
+	}
+}
+
+func TestSetupNodeErrors(t *testing.T) {
+	o := defaultOptions()
+	proc, module := freshNamespace()
+	proc.ReadOnly["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] = true
+	err := setupNode(o, proc, module)
+	if err == nil || !strings.HasPrefix(err.Error(), "could not set conntrack parameters from kube-proxy configuration: setting net/netfilter/nf_conntrack_tcp_timeout_close_wait to 3600") {
+		t.Fatalf("read-only close-wait: %v", err)
+	}
+	o.Conntrack = conntrack.Tuning{TCPCloseWaitTimeout: time.Hour}
+	proc, module = freshNamespace()
+	proc.ReadOnly[sysctlRouteLocalnet] = true
+	if err := setupNode(o, proc, module); err == nil || !strings.Contains(err.Error(), "--iptables-localhost-nodeports=false") {
+		t.Fatalf("read-only route_localnet: %v", err)
+	}
+}

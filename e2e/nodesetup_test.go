@@ -1,0 +1,59 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// testConntrackTimeouts: the daemon sets kube-proxy's per-namespace TCP
+// timeouts at start (established 24h, close-wait 1h), whatever the mode.
+// Upstream's "[sig-network] KubeProxy should set TCP CLOSE_WAIT timeout"
+// reads the latter from a real entry.
+func testConntrackTimeouts(t *testing.T, m *modeEnv) {
+	for name, want := range map[string]int{
+		"nf_conntrack_tcp_timeout_established": 86400,
+		"nf_conntrack_tcp_timeout_close_wait":  3600,
+	} {
+		out, err := framework.RunIn(t.Context(), m.Topo.NodeNS, "cat", "/proc/sys/net/netfilter/"+name)
+		if err != nil {
+			t.Fatalf("reading %s: %v", name, err)
+		}
+		if got, _ := strconv.Atoi(strings.TrimSpace(out)); got != want {
+			t.Errorf("%s = %q in the node namespace, want %d", name, strings.TrimSpace(out), want)
+		}
+	}
+}
+
+// testLocalhostNodePort: in iptables mode a NodePort answers on 127.0.0.1
+// of the node (--iptables-localhost-nodeports defaults to true and the
+// daemon sets route_localnet); in nftables mode it does not, as in
+// kube-proxy.
+func testLocalhostNodePort(t *testing.T, m *modeEnv) {
+	svc := framework.NewService(m.Namespace, "np-localhost", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = m.CreateService(t, svc)
+	m.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
+		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
+		framework.PodEndpoints(m.Topo.NodeName, m.Topo.Pods...)...))
+	// The node address first: once it answers, the rules are in.
+	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort), podNames(m.Topo.Pods), false)
+	local := hostPort("127.0.0.1", svc.Spec.Ports[0].NodePort)
+	if m.mode == "iptables" {
+		waitServed(t, m.Topo.NodeNS, "tcp", local, podNames(m.Topo.Pods), true)
+		return
+	}
+	counts, _ := framework.EchoMany(t.Context(), m.Topo.NodeNS, "tcp", local, 3)
+	for pod := range counts {
+		if pod != "" {
+			t.Errorf("%s mode: localhost NodePort %s answered (%v); kube-proxy never allows that in this mode", m.mode, local, counts)
+		}
+	}
+}
