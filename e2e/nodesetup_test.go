@@ -57,3 +57,44 @@ func testLocalhostNodePort(t *testing.T, m *modeEnv) {
 		}
 	}
 }
+
+// TestInitOnly: --init-only makes the node settings in the daemon's
+// network namespace and exits 0 without an API server and without
+// programming any rule (the privileged half of deploy/'s split DaemonSet).
+func TestInitOnly(t *testing.T) {
+	bin, err := suite.DaemonBinary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		routeLocalnet string
+	}{
+		{"iptables", []string{"--proxy-mode=iptables", "--conntrack-udp-timeout=45s"}, "1"},
+		{"nftables", []string{"--proxy-mode=nftables", "--conntrack-udp-timeout=45s"}, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := freshNetns(t)
+			args := append([]string{"--init-only", "--kubeconfig=/nonexistent", "--hostname-override=node-x",
+				"--conntrack-max-per-core=0"}, tc.args...)
+			if code, stderr := runExit(t, ns, bin, args...); code != 0 {
+				t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
+			}
+			for path, want := range map[string]string{
+				"net/netfilter/nf_conntrack_tcp_timeout_established": "86400",
+				"net/netfilter/nf_conntrack_tcp_timeout_close_wait":  "3600",
+				"net/netfilter/nf_conntrack_udp_timeout":             "45",
+				"net/ipv4/conf/all/route_localnet":                   tc.routeLocalnet,
+			} {
+				out, err := framework.RunIn(t.Context(), ns, "cat", "/proc/sys/"+path)
+				if err != nil || strings.TrimSpace(out) != want {
+					t.Errorf("%s = %q (%v), want %s", path, strings.TrimSpace(out), err, want)
+				}
+			}
+			if rules := kernelState(t, ns); rules != "" {
+				t.Errorf("--init-only programmed rules:\n%s", rules)
+			}
+		})
+	}
+}

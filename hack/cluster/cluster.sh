@@ -29,7 +29,9 @@
 # for side-by-side runs; it has no userspace mode),
 # NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
 # (16443), VERSION (switchyard's image tag; default git describe),
-# CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use).
+# CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use),
+# DEPLOY (the directory switchyard is applied from: deploy, or deploy/init-only
+# for the split-privilege DaemonSet).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/cluster"
@@ -38,6 +40,7 @@ PREFIX=syk
 NODES="${NODES:-2}"
 MODE="${MODE:-iptables}"
 PROXY="${PROXY:-switchyard}"
+DEPLOY="${DEPLOY:-deploy}"
 NODE_NET=172.29.0
 CP_IP=172.29.0.1
 SERVICE_CIDR=10.96.0.0/16
@@ -158,7 +161,7 @@ deploy_switchyard() {
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-- $(realpath --relative-to="$ov" "$root/deploy")
+- $(realpath --relative-to="$ov" "$root/$DEPLOY")
 images:
 - name: localhost/switchyard
   newTag: "$VERSION"

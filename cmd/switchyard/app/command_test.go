@@ -214,10 +214,10 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
 			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
-			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false",
+			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only",
 		}, func() *Options {
 			return &Options{
-				Cleanup: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
+				Cleanup: true, InitOnly: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
 				KubeAPIQPS: -1, KubeAPIContentType: "application/json",
 				ConfigSyncPeriod: time.Hour, HostnameOverride: "n1", ServiceProxyName: "switchyard",
 				ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},

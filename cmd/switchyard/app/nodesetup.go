@@ -37,6 +37,17 @@ func setupNode(o *Options, procSys, module sysctl.Interface) error {
 	return nil
 }
 
+// initOnly is --init-only: the node settings, then exit. It needs no API
+// server: with --nodeport-addresses=primary localhost NodePorts are off
+// anyway, so the node's addresses do not matter here.
+func initOnly(o *Options) error {
+	if err := setupNode(o, sysctl.Proc, sysctl.ConntrackModule); err != nil {
+		return err
+	}
+	klog.InfoS("Node settings applied; exiting (--init-only)", "mode", o.Mode)
+	return nil
+}
+
 // localhostNodePorts reports whether IPv4 NodePorts answer on 127.0.0.0/8:
 // iptables mode only, asked for, IPv4 served, and loopback among the
 // NodePort addresses (all addresses, or a prefix holding 127.0.0.1), as in

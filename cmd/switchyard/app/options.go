@@ -25,6 +25,9 @@ type Options struct {
 	ConfigFile string
 	// Cleanup asks the daemon to remove its kernel state and exit.
 	Cleanup bool
+	// InitOnly asks the daemon to make the node settings that need full
+	// privileges (setupNode) and exit.
+	InitOnly bool
 
 	Mode Mode
 

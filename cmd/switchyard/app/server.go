@@ -32,6 +32,9 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Cleanup {
 		return cleanupAll(ctx, o)
 	}
+	if o.InitOnly {
+		return initOnly(o)
+	}
 	nodeName, err := nodeName(o)
 	if err != nil {
 		return err

@@ -37,6 +37,7 @@ func (r *rawConfig) options() (*Options, error) {
 	o := &Options{
 		ConfigFile:         r.ConfigFile,
 		Cleanup:            r.Cleanup,
+		InitOnly:           r.InitOnly,
 		Mode:               v.mode(),
 		Kubeconfig:         r.Kubeconfig,
 		Master:             r.Master,
