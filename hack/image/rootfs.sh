@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# rootfs.sh OUT.tar PACKAGES-FILE [MMDEBSTRAP-ARGS...]: a minimal Debian bookworm root filesystem
+# rootfs.sh OUT.tar PACKAGES-FILE [MMDEBSTRAP-ARGS...]: a minimal Debian root filesystem
 # with the packages listed in PACKAGES-FILE (one per line, # comments), as a
-# tar file, built by mmdebstrap from the Debian package mirror.
+# tar file, built by mmdebstrap from the Debian package mirror. The release is
+# bookworm unless the file has a "# suite: NAME" line (an e2e image that
+# needs a newer tool than bookworm has).
 #
 # Both image builds use it: `make image` (hack/image/build.sh, on the host)
 # and deploy/Containerfile (in its first stage), so both images hold the same
@@ -17,6 +19,8 @@ set -euo pipefail
 out="$1"; pkgfile="$2"; shift 2
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org}"
 pkgs="$(sed 's/#.*//' "$pkgfile" | xargs | tr ' ' ',')"
+suite="$(sed -n 's/^# suite: *\([a-z]*\).*/\1/p' "$pkgfile" | head -n1)"
+suite="${suite:-bookworm}"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$(dirname "$0")" log -1 --format=%ct 2>/dev/null || echo 0)}"
 mmdebstrap --quiet --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="$pkgs" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -28,7 +32,7 @@ mmdebstrap --quiet --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-
   "$@" \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
   --customize-hook='rm -f "$1"/etc/hostname "$1"/etc/resolv.conf' \
-  bookworm "$out" \
-  "deb $mirror/debian bookworm main" \
-  "deb $mirror/debian bookworm-updates main" \
-  "deb $mirror/debian-security bookworm-security main"
+  "$suite" "$out" \
+  "deb $mirror/debian $suite main" \
+  "deb $mirror/debian $suite-updates main" \
+  "deb $mirror/debian-security $suite-security main"
