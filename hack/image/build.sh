@@ -111,7 +111,7 @@ img_busybox() {
 }
 
 img_agnhost() {
-  local tag bin base out porter coredns; tag="$(e2e_tag Agnhost)"
+  local tag bin base out porter coredns pause registry; tag="$(e2e_tag Agnhost)"
   bin="$("$root/hack/build-tools.sh" agnhost | tail -n1)/agnhost"
   # The e2e tests for supplemental groups expect this user and these groups.
   base="$(rootfs agnhost "$here/agnhost.packages" \
@@ -122,9 +122,15 @@ img_agnhost() {
   # Upstream's image carries a CoreDNS binary at /coredns: the DNS tests run
   # their own upstream name servers with it.
   coredns="$("$root/hack/build-tools.sh" coredns | tail -n1)/coredns"
-  out="$cache/agnhost-$tag-$(key "$bin" "$base" "$coredns" "$0").tar"
+  # fake-registry-server serves /var/registry; upstream fills it with
+  # registry.k8s.io's pause image, here it is the local one (the
+  # LocalhostNodePorts spec pulls pause:testing through a NodePort).
+  pause="$(img_pause)"
+  registry="$cache/registry-pause-$(key "$pause").tar"
+  [ -s "$registry" ] || ociimage registry -i "$pause" -image pause -tag testing -o "$registry"
+  out="$cache/agnhost-$tag-$(key "$bin" "$base" "$coredns" "$registry" "$0").tar"
   if [ ! -s "$out" ]; then
-    ociimage -o "$out" -tag "registry.k8s.io/e2e-test-images/agnhost:$tag" -layer "$base" \
+    ociimage -o "$out" -tag "registry.k8s.io/e2e-test-images/agnhost:$tag" -layer "$base" -layer "$registry" \
       -file "$bin:/agnhost:0755" -symlink /agnhost-2:agnhost -dir /uploads \
       -file "$coredns:/coredns:0755" \
       -file "$porter/localhost.crt:/localhost.crt:0644" -file "$porter/localhost.key:/localhost.key:0600" \

@@ -19,4 +19,10 @@
 //	ociimage -o switchyard.tar -tag localhost/switchyard:v1 \
 //	  -layer rootfs.tar -file bin/switchyard:/usr/local/bin/switchyard:0755 \
 //	  -entrypoint '["/usr/local/bin/switchyard"]'
+//
+// `ociimage registry -i pause.tar -image pause -tag testing -o layer.tar`
+// writes one image as a layer holding /var/registry/pause in the layout
+// agnhost's fake-registry-server serves (upstream fills it from
+// registry.k8s.io when it builds agnhost; here it comes from the local
+// pause image).
 package main

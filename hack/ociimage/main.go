@@ -20,8 +20,13 @@ func main() {
 	}
 }
 
+func newFlagSet(name string) *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
+
 func run(args []string) error {
-	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
+	if len(args) > 0 && args[0] == "registry" {
+		return runRegistry(args[1:])
+	}
+	fs := newFlagSet("ociimage")
 	var tags, layers, files, dirs, links, env multi
 	out := fs.String("o", "", "output docker-archive tarball")
 	entrypoint := fs.String("entrypoint", "", `entrypoint, a JSON array ("" for none)`)
