@@ -83,6 +83,7 @@ func defaultOptions() *Options {
 			MaxPerCore: 32768, Min: 131072, TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
 		},
 		LocalhostNodePorts: true,
+		OOMScoreAdj:        -999,
 	}
 }
 
@@ -106,6 +107,7 @@ metricsBindAddress: 0.0.0.0:9100
 healthzBindAddress: "[::]:9101"
 udpIdleTimeout: 2s
 enableProfiling: true
+oomScoreAdj: -500
 iptables:
   masqueradeAll: true
   masqueradeBit: 0
@@ -156,6 +158,7 @@ func fullFileOptions(path string) *Options {
 		UDPMaxSessions:       1024, // flag only: no file field
 		EnableProfiling:      true,
 		UserspaceTransparent: true,
+		OOMScoreAdj:          -500,
 		// An explicit 0 in the file is kept: "leave the kernel's value".
 		Conntrack: conntrack.Tuning{
 			TCPCloseWaitTimeout: 90 * time.Second, TCPBeLiberal: true, UDPTimeout: 30 * time.Second, UDPStreamTimeout: 2 * time.Minute,
@@ -214,10 +217,10 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
 			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
-			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only",
+			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only", "--oom-score-adj=100",
 		}, func() *Options {
 			return &Options{
-				Cleanup: true, InitOnly: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
+				Cleanup: true, InitOnly: true, OOMScoreAdj: 100, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
 				KubeAPIQPS: -1, KubeAPIContentType: "application/json",
 				ConfigSyncPeriod: time.Hour, HostnameOverride: "n1", ServiceProxyName: "switchyard",
 				ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},
@@ -358,6 +361,7 @@ func TestCommandInvalid(t *testing.T) {
 		{"hostname", []string{"--hostname-override=bad_name"}, []string{`invalid --hostname-override "bad_name": must be a valid node name`}},
 		{"service proxy name", []string{"--service-proxy-name=not a label"}, []string{`invalid --service-proxy-name "not a label": must be a valid label value`}},
 		{"burst negative file", file("clientConnection:\n  burst: -1\n"), []string{`invalid clientConnection.burst "-1": must not be negative`}},
+		{"oom score out of range", []string{"--oom-score-adj=1001"}, []string{`invalid --oom-score-adj "1001": must be within the range [-1000, 1000]`}},
 		{"conntrack negatives", []string{"--conntrack-max-per-core=-1", "--conntrack-min=-2", "--conntrack-udp-timeout=-1s"}, []string{
 			`invalid --conntrack-max-per-core "-1": must be greater than or equal to 0`,
 			`invalid --conntrack-min "-2": must be greater than or equal to 0`,
@@ -425,7 +429,6 @@ ipvs:
 			`field "featureGates" is not supported by switchyard and is ignored`,
 			`field "ipvs.excludeCIDRs" is not supported`,
 			`field "detectLocalMode" is not supported`,
-			`field "oomScoreAdj" is not supported`,
 		}},
 		{"kubeadm file is quiet", strings.TrimPrefix(kubeadmFile, header), nil, nil},
 		{"settings of another mode", "ipvs:\n  scheduler: lc\n", []string{"--ipvs-strict-arp", "--udp-timeout=1s"}, []string{

@@ -147,6 +147,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "profiling", &r.EnableProfiling, k.EnableProfiling)
 	r.applyConntrackSection(&k.Conntrack)
 	fromFilePtr(r, "iptables-localhost-nodeports", &r.IPTablesLocalhostNodePorts, k.IPTables.LocalhostNodePorts)
+	fromFilePtr(r, "oom-score-adj", &r.OOMScoreAdj, k.OOMScoreAdj)
 	r.LogVerbosity = uint32(k.Logging.Verbosity)
 }
 

@@ -103,7 +103,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
 		{"detectLocalMode", k.DetectLocalMode != "" && k.DetectLocalMode != "ClusterCIDR"},
 		{"detectLocal", !reflect.ValueOf(k.DetectLocal).IsZero()},
-		{"oomScoreAdj", k.OOMScoreAdj != nil},
 		{"portRange", k.PortRange != ""},
 		{"windowsRunAsService", k.WindowsRunAsService},
 	}

@@ -59,6 +59,7 @@ type rawConfig struct {
 	ConntrackUDPTimeout        time.Duration
 	ConntrackUDPTimeoutStream  time.Duration
 	IPTablesLocalhostNodePorts bool
+	OOMScoreAdj                int32
 
 	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
 	LogVerbosity uint32
@@ -90,6 +91,7 @@ func defaultRawConfig() *rawConfig {
 		ConntrackTCPEstablished:    24 * time.Hour,
 		ConntrackTCPCloseWait:      time.Hour,
 		IPTablesLocalhostNodePorts: true,
+		OOMScoreAdj:                -999, // qos.KubeProxyOOMScoreAdj
 		fromFile:                   map[string]bool{},
 	}
 }
@@ -141,6 +143,7 @@ func settings() []setting {
 		{"conntrack-udp-timeout", "conntrack.udpTimeout", "ConntrackUDPTimeout"},
 		{"conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", "ConntrackUDPTimeoutStream"},
 		{"iptables-localhost-nodeports", "iptables.localhostNodePorts", "IPTablesLocalhostNodePorts"},
+		{"oom-score-adj", "oomScoreAdj", "OOMScoreAdj"},
 	}
 }
 
@@ -178,6 +181,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")
 	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
+	fs.Int32Var(&r.OOMScoreAdj, "oom-score-adj", r.OOMScoreAdj, "The oom-score-adj value for the switchyard process. Values must be within the range [-1000, 1000].")
 	r.addNodeSetupFlags(fs)
 }
 

@@ -3,8 +3,10 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -68,6 +70,17 @@ func localhostNodePorts(o *Options) bool {
 		}
 	}
 	return !anyV4 && !o.NodePortPrimary
+}
+
+// applyOOMScoreAdj sets the daemon's OOM score adjustment (-999 by
+// default, so the OOM killer takes almost anything else first). As in
+// kube-proxy, a failure (no CAP_SYS_RESOURCE for a negative value, say) is
+// logged and the daemon goes on.
+func applyOOMScoreAdj(value int) {
+	err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(value)), 0o644)
+	if err != nil {
+		klog.V(2).InfoS("Failed to apply OOMScore", "err", err)
+	}
 }
 
 // numCPU counts the online CPUs as kube-proxy does for conntrack sizing.

@@ -87,6 +87,8 @@ type Options struct {
 	// LocalhostNodePorts lets IPv4 NodePorts answer on 127.0.0.0/8 in
 	// iptables mode (--iptables-localhost-nodeports).
 	LocalhostNodePorts bool
+	// OOMScoreAdj is written to /proc/self/oom_score_adj at start.
+	OOMScoreAdj int
 }
 
 // IPTablesOptions holds the iptables-mode sync periods.

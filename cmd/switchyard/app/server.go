@@ -35,6 +35,7 @@ func Run(ctx context.Context, o *Options) error {
 	if o.InitOnly {
 		return initOnly(o)
 	}
+	applyOOMScoreAdj(o.OOMScoreAdj)
 	nodeName, err := nodeName(o)
 	if err != nil {
 		return err

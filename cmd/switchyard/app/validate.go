@@ -70,6 +70,7 @@ func (r *rawConfig) options() (*Options, error) {
 			UDPTimeout:   r.ConntrackUDPTimeout, UDPStreamTimeout: r.ConntrackUDPTimeoutStream,
 		},
 		LocalhostNodePorts: r.IPTablesLocalhostNodePorts,
+		OOMScoreAdj:        int(r.OOMScoreAdj),
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	v.durations()
@@ -78,6 +79,9 @@ func (r *rawConfig) options() (*Options, error) {
 	}
 	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
 	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
+	if r.OOMScoreAdj < -1000 || r.OOMScoreAdj > 1000 {
+		v.fail("oom-score-adj", strconv.Itoa(int(r.OOMScoreAdj)), "must be within the range [-1000, 1000]")
+	}
 	if r.KubeAPIBurst < 0 {
 		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
 	}
