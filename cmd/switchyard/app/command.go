@@ -38,9 +38,12 @@ its KubeProxyConfiguration file (--config).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := complete(cmd.Flags(), flags, warn)
+			opts, merged, err := complete(cmd.Flags(), flags, warn)
 			if err != nil {
 				return err
+			}
+			if flags.WriteConfigTo != "" {
+				return writeConfigTo(flags.WriteConfigTo, merged, cmd.Flags())
 			}
 			return run(cmd.Context(), opts)
 		},
@@ -69,28 +72,28 @@ func addKlogFlags(fs *pflag.FlagSet) {
 
 // complete merges defaults, the config file and the flags given on the
 // command line, then validates the result.
-func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options, error) {
+func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options, *rawConfig, error) {
 	merged := defaultRawConfig()
 	if flags.ConfigFile != "" {
 		cfg, err := loadConfigFile(flags.ConfigFile, warn)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		merged.applyFile(cfg)
 	}
 	merged.applyChangedFlags(fs, flags)
 	opts, err := merged.options()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	warnInactive(merged, fs, opts.Mode, warn)
 	if merged.LogVerbosity > 0 && !fs.Changed("v") {
 		// logging.verbosity from the file; an explicit -v wins.
 		if err := fs.Set("v", strconv.FormatUint(uint64(merged.LogVerbosity), 10)); err != nil {
-			return nil, fmt.Errorf("applying logging.verbosity: %w", err)
+			return nil, nil, fmt.Errorf("applying logging.verbosity: %w", err)
 		}
 	}
-	return opts, nil
+	return opts, merged, nil
 }
 
 func userspaceOnly(flag string) bool { return flag == "udp-timeout" || flag == "userspace-transparent" }
