@@ -87,6 +87,7 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 		return nil, nil, err
 	}
 	warnInactive(merged, fs, opts.Mode, warn)
+	warnGates(opts, warn)
 	if merged.LogVerbosity > 0 && !fs.Changed("v") {
 		// logging.verbosity from the file; an explicit -v wins.
 		if err := fs.Set("v", strconv.FormatUint(uint64(merged.LogVerbosity), 10)); err != nil {

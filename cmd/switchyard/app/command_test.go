@@ -87,7 +87,10 @@ func defaultOptions() *Options {
 	}
 }
 
-var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty()}
+// cmpOpts compare Options; the feature gate is checked on its own
+// (TestFeatureGates).
+var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty(),
+	cmpopts.IgnoreFields(Options{}, "FeatureGates")}
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 
@@ -361,6 +364,9 @@ func TestCommandInvalid(t *testing.T) {
 		{"hostname", []string{"--hostname-override=bad_name"}, []string{`invalid --hostname-override "bad_name": must be a valid node name`}},
 		{"service proxy name", []string{"--service-proxy-name=not a label"}, []string{`invalid --service-proxy-name "not a label": must be a valid label value`}},
 		{"burst negative file", file("clientConnection:\n  burst: -1\n"), []string{`invalid clientConnection.burst "-1": must not be negative`}},
+		{"unknown feature gate", []string{"--feature-gates=SomeGate=true"}, []string{`invalid --feature-gates "SomeGate=true": unrecognized feature gate: SomeGate`}},
+		{"unknown feature gate file", file("featureGates:\n  SomeGate: true\n"), []string{`invalid featureGates "SomeGate=true": unrecognized feature gate: SomeGate`}},
+		{"ipvs gated off", []string{"--proxy-mode=ipvs", "--feature-gates=KubeProxyIPVS=false"}, []string{`invalid --proxy-mode "ipvs": ipvs mode is disabled by the KubeProxyIPVS feature gate`}},
 		{"oom score out of range", []string{"--oom-score-adj=1001"}, []string{`invalid --oom-score-adj "1001": must be within the range [-1000, 1000]`}},
 		{"conntrack negatives", []string{"--conntrack-max-per-core=-1", "--conntrack-min=-2", "--conntrack-udp-timeout=-1s"}, []string{
 			`invalid --conntrack-max-per-core "-1": must be greater than or equal to 0`,
@@ -421,12 +427,9 @@ clientConnection:
 		{"unsupported fields", `
 oomScoreAdj: -999
 detectLocalMode: InterfaceNamePrefix
-featureGates:
-  SomeGate: true
 ipvs:
   excludeCIDRs: [10.0.0.0/8]
 `, nil, []string{
-			`field "featureGates" is not supported by switchyard and is ignored`,
 			`field "ipvs.excludeCIDRs" is not supported`,
 			`field "detectLocalMode" is not supported`,
 		}},

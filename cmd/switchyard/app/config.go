@@ -148,6 +148,10 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	r.applyConntrackSection(&k.Conntrack)
 	fromFilePtr(r, "iptables-localhost-nodeports", &r.IPTablesLocalhostNodePorts, k.IPTables.LocalhostNodePorts)
 	fromFilePtr(r, "oom-score-adj", &r.OOMScoreAdj, k.OOMScoreAdj)
+	if len(k.FeatureGates) > 0 {
+		r.FeatureGates = k.FeatureGates
+		r.fromFile["feature-gates"] = true
+	}
 	r.LogVerbosity = uint32(k.Logging.Verbosity)
 }
 

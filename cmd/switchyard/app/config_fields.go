@@ -91,7 +91,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		path string
 		set  bool
 	}{
-		{"featureGates", len(k.FeatureGates) > 0},
 		{"bindAddress", k.BindAddress != "" && k.BindAddress != "0.0.0.0" && k.BindAddress != "::"},
 		{"bindAddressHardFail", k.BindAddressHardFail},
 		{"showHiddenMetricsForVersion", k.ShowHiddenMetricsForVersion != ""},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // Upstream kube-proxy defaults (pkg/proxy/apis/config/v1alpha1/defaults.go
@@ -23,6 +24,7 @@ type rawConfig struct {
 	Cleanup               bool
 	InitOnly              bool
 	WriteConfigTo         string
+	FeatureGates          map[string]bool
 	Mode                  string
 	Kubeconfig            string
 	Master                string
@@ -109,6 +111,7 @@ func settings() []setting {
 		{"cleanup", "", "Cleanup"},
 		{"init-only", "", "InitOnly"},
 		{"write-config-to", "", "WriteConfigTo"},
+		{"feature-gates", "featureGates", "FeatureGates"},
 		{"proxy-mode", "mode", "Mode"},
 		{"kubeconfig", "clientConnection.kubeconfig", "Kubeconfig"},
 		{"master", "", "Master"},
@@ -154,6 +157,7 @@ func settings() []setting {
 func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ConfigFile, "config", r.ConfigFile, "Path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
 	fs.BoolVar(&r.Cleanup, "cleanup", r.Cleanup, "Remove the rules this proxy programmed (iptables, IPVS, userspace) and exit.")
+	fs.Var(cliflag.NewMapStringBool(&r.FeatureGates), "feature-gates", featureGatesHelp())
 	fs.StringVar(&r.WriteConfigTo, "write-config-to", r.WriteConfigTo, "If set, write the configuration switchyard would run with (defaults, --config file and flags merged) to this file as a KubeProxyConfiguration and exit.")
 	fs.BoolVar(&r.InitOnly, "init-only", r.InitOnly, "If true, perform any initialization steps that must be done with full root privileges (the conntrack sysctls, route_localnet), and then exit. After doing this, you can run switchyard again with only the CAP_NET_ADMIN and CAP_NET_RAW capabilities.")
 	fs.StringVar(&r.Mode, "proxy-mode", r.Mode, "Which proxy mode to use: 'iptables', 'ipvs', 'nftables' or 'userspace'.")

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/component-base/featuregate"
+
 	"github.com/switchyard-proxy/switchyard/conntrack"
 )
 
@@ -87,6 +89,9 @@ type Options struct {
 	// LocalhostNodePorts lets IPv4 NodePorts answer on 127.0.0.0/8 in
 	// iptables mode (--iptables-localhost-nodeports).
 	LocalhostNodePorts bool
+	// FeatureGates holds kube-proxy's feature gates as set by
+	// --feature-gates / featureGates.
+	FeatureGates featuregate.FeatureGate
 	// OOMScoreAdj is written to /proc/self/oom_score_adj at start.
 	OOMScoreAdj int
 }

@@ -73,6 +73,7 @@ func (r *rawConfig) options() (*Options, error) {
 		OOMScoreAdj:        int(r.OOMScoreAdj),
 	}
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
+	o.FeatureGates = v.featureGates(o.Mode)
 	v.durations()
 	if r.UserspaceUDPSessions < 0 {
 		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")

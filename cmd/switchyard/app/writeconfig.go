@@ -41,6 +41,7 @@ func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 		HealthzBindAddress: r.HealthzBindAddress,
 		EnableProfiling:    r.EnableProfiling,
 		OOMScoreAdj:        ptr(r.OOMScoreAdj),
+		FeatureGates:       r.FeatureGates,
 	}
 	k.APIVersion, k.Kind = configAPIVersion, configKind
 	k.ClientConnection.Kubeconfig = r.Kubeconfig
