@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,5 +97,36 @@ func TestInitOnly(t *testing.T) {
 				t.Errorf("--init-only programmed rules:\n%s", rules)
 			}
 		})
+	}
+}
+
+// TestLoggingFormatJSON: --logging-format=json makes every log line a JSON
+// object with component-base's keys (kube-proxy's): ts, caller, msg, v.
+func TestLoggingFormatJSON(t *testing.T) {
+	bin, err := suite.DaemonBinary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := freshNetns(t)
+	out, err := framework.RunIn(t.Context(), ns, bin, "--init-only", "--logging-format=json", "--v=2",
+		"--kubeconfig=/nonexistent", "--hostname-override=node-x", "--conntrack-max-per-core=0")
+	if err != nil {
+		t.Fatalf("--init-only --logging-format=json: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("want at least two log lines, got %q", out)
+	}
+	for _, line := range lines {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("not a JSON line: %q (%v)", line, err)
+			continue
+		}
+		for _, key := range []string{"ts", "caller", "msg", "v"} {
+			if _, ok := entry[key]; !ok {
+				t.Errorf("line %q has no %q", line, key)
+			}
+		}
 	}
 }

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,7 +18,13 @@ var Version = "dev"
 // and the optional --config file, validates everything, then calls run with
 // the resulting Options; run's error is returned unchanged.
 func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
-	return newCommand(run, func(msg string) { klog.Warning(msg) })
+	withLogging := func(ctx context.Context, o *Options) error {
+		if err := applyLogging(o); err != nil {
+			return fmt.Errorf("logging: %w", err)
+		}
+		return run(ctx, o)
+	}
+	return newCommand(withLogging, func(msg string) { klog.Warning(msg) })
 }
 
 // newCommand is NewCommand with the warning sink injected (tests record it).
@@ -56,18 +60,8 @@ its KubeProxyConfiguration file (--config).`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	flags.addFlags(fs)
-	addKlogFlags(fs)
+	addLoggingFlags(fs)
 	return cmd
-}
-
-// addKlogFlags exposes klog's -v/--v and --vmodule, the logging flags
-// kube-proxy keeps.
-func addKlogFlags(fs *pflag.FlagSet) {
-	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(goFlags)
-	for _, name := range []string{"v", "vmodule"} {
-		fs.AddFlag(pflag.PFlagFromGoFlag(goFlags.Lookup(name)))
-	}
 }
 
 // complete merges defaults, the config file and the flags given on the
@@ -86,14 +80,15 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	if err != nil {
 		return nil, nil, err
 	}
+	if merged.Logging, err = mergeLogging(merged.Logging, fs); err != nil {
+		return nil, nil, err
+	}
+	if err := validateLogging(merged.Logging, opts.FeatureGates); err != nil {
+		return nil, nil, err
+	}
+	opts.Logging = merged.Logging
 	warnInactive(merged, fs, opts.Mode, warn)
 	warnGates(opts, warn)
-	if merged.LogVerbosity > 0 && !fs.Changed("v") {
-		// logging.verbosity from the file; an explicit -v wins.
-		if err := fs.Set("v", strconv.FormatUint(uint64(merged.LogVerbosity), 10)); err != nil {
-			return nil, nil, fmt.Errorf("applying logging.verbosity: %w", err)
-		}
-	}
 	return opts, merged, nil
 }
 

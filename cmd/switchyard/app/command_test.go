@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"k8s.io/klog/v2"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
@@ -88,9 +87,9 @@ func defaultOptions() *Options {
 }
 
 // cmpOpts compare Options; the feature gate is checked on its own
-// (TestFeatureGates).
+// (TestFeatureGates), and so is logging (TestCommandLogging).
 var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty(),
-	cmpopts.IgnoreFields(Options{}, "FeatureGates")}
+	cmpopts.IgnoreFields(Options{}, "FeatureGates", "Logging")}
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 
@@ -522,36 +521,42 @@ func TestCommandRunErrorAndContext(t *testing.T) {
 	}
 }
 
-// TestCommandVerbosity checks that logging.verbosity from the file sets
-// klog's level and that an explicit -v wins.
-func TestCommandVerbosity(t *testing.T) {
-	t.Cleanup(func() { setKlogVerbosity(t, "0") })
-	path := writeConfig(t, header+"logging:\n  verbosity: 3\n")
+// TestCommandLogging checks the logging configuration handed to the
+// daemon: the file's logging section, with logging flags winning, and
+// kube-proxy's validation.
+func TestCommandLogging(t *testing.T) {
+	path := writeConfig(t, header+"logging:\n  verbosity: 3\n  format: json\n")
 	tests := []struct {
-		args       []string
-		on, offLvl klog.Level
+		args    []string
+		v       uint32
+		format  string
+		vmodule string
 	}{
-		{[]string{"--config", path}, 3, 4},
-		{[]string{"--config", path, "-v", "1"}, 1, 2},
-		{[]string{"--v=5"}, 5, 6},
+		{nil, 0, "text", ""},
+		{[]string{"--config", path}, 3, "json", ""},
+		{[]string{"--config", path, "-v", "1", "--logging-format=text", "--vmodule=proxier=5"}, 1, "text", "proxier=5"},
+		{[]string{"--v=5", "--vmodule=backend=4"}, 5, "text", "backend=4"},
 	}
 	for _, tt := range tests {
-		setKlogVerbosity(t, "0")
-		if res := execute(t, tt.args...); res.err != nil {
+		res := execute(t, tt.args...)
+		if res.err != nil {
 			t.Fatalf("%v: %v", tt.args, res.err)
 		}
-		if !klog.V(tt.on).Enabled() || klog.V(tt.offLvl).Enabled() {
-			t.Errorf("%v: want klog verbosity %d", tt.args, tt.on)
+		l := res.opts.Logging
+		vmodule := logsapi.VModuleConfigurationPflag(&l.VModule).String()
+		if uint32(l.Verbosity) != tt.v || l.Format != tt.format || vmodule != tt.vmodule {
+			t.Errorf("%v: logging v=%d format=%q vmodule=%q, want %d %q %q", tt.args, l.Verbosity, l.Format, vmodule, tt.v, tt.format, tt.vmodule)
 		}
 	}
-}
-
-func setKlogVerbosity(t *testing.T, level string) {
-	t.Helper()
-	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	if err := fs.Set("v", level); err != nil {
-		t.Fatal(err)
+	for args, want := range map[string]string{
+		"--logging-format=xml":               `logging.format: Invalid value: "xml": Unsupported log format`,
+		"--log-json-split-stream":            "LoggingAlphaOptions",
+		"--log-flush-frequency=notaduration": "--log-flush-frequency",
+	} {
+		res := execute(t, args)
+		if res.err == nil || !strings.Contains(res.err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming %q", args, res.err, want)
+		}
 	}
 }
 

@@ -152,7 +152,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 		r.FeatureGates = k.FeatureGates
 		r.fromFile["feature-gates"] = true
 	}
-	r.LogVerbosity = uint32(k.Logging.Verbosity)
+	r.Logging = k.Logging.DeepCopy()
 }
 
 // fromFile sets *dst to v, and records that the file set it, unless v is the

@@ -95,8 +95,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		{"bindAddressHardFail", k.BindAddressHardFail},
 		{"showHiddenMetricsForVersion", k.ShowHiddenMetricsForVersion != ""},
 		{"clientConnection.acceptContentTypes", k.ClientConnection.AcceptContentTypes != ""},
-		{"logging.format", k.Logging.Format != "" && k.Logging.Format != "text"},
-		{"logging.vmodule", len(k.Logging.VModule) > 0},
 		{"ipvs.excludeCIDRs", len(k.IPVS.ExcludeCIDRs) > 0},
 		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},

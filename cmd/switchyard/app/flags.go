@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // Upstream kube-proxy defaults (pkg/proxy/apis/config/v1alpha1/defaults.go
@@ -64,8 +65,9 @@ type rawConfig struct {
 	IPTablesLocalhostNodePorts bool
 	OOMScoreAdj                int32
 
-	// LogVerbosity is the file's logging.verbosity (klog -v owns the flag).
-	LogVerbosity uint32
+	// Logging is the file's logging section until complete() merges the
+	// logging flags into it (nil: no file, or no section).
+	Logging *logsapi.LoggingConfiguration
 	// fromFile records, by flag name, which values the config file set, so
 	// errors name the field the operator actually wrote.
 	fromFile map[string]bool

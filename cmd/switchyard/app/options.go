@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
 )
@@ -92,6 +93,9 @@ type Options struct {
 	// FeatureGates holds kube-proxy's feature gates as set by
 	// --feature-gates / featureGates.
 	FeatureGates featuregate.FeatureGate
+	// Logging is the merged logging configuration (file section, then
+	// flags), applied by NewCommand before the run function.
+	Logging *logsapi.LoggingConfiguration
 	// OOMScoreAdj is written to /proc/self/oom_score_adj at start.
 	OOMScoreAdj int
 }

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -68,10 +66,8 @@ func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 		TCPBeLiberal:          r.ConntrackTCPBeLiberal,
 		UDPTimeout:            duration(r.ConntrackUDPTimeout), UDPStreamTimeout: duration(r.ConntrackUDPTimeoutStream),
 	}
-	if v := fs.Lookup("v"); v != nil {
-		if n, err := strconv.ParseUint(v.Value.String(), 10, 32); err == nil {
-			k.Logging.Verbosity = logsapi.VerbosityLevel(n)
-		}
+	if r.Logging != nil {
+		k.Logging = *r.Logging
 	}
 	out := &fileConfig{KubeProxyConfiguration: k}
 	if r.Mode == string(ModeUserspace) || r.UDPIdleTimeout != defaultRawConfig().UDPIdleTimeout {
