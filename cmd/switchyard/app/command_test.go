@@ -83,12 +83,13 @@ func defaultOptions() *Options {
 		},
 		LocalhostNodePorts: true,
 		OOMScoreAdj:        -999,
+		BindAddress:        netip.IPv4Unspecified(),
 	}
 }
 
 // cmpOpts compare Options; the feature gate is checked on its own
 // (TestFeatureGates), and so is logging (TestCommandLogging).
-var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty(),
+var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{}), cmpopts.EquateEmpty(),
 	cmpopts.IgnoreFields(Options{}, "FeatureGates", "Logging")}
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
@@ -110,6 +111,9 @@ healthzBindAddress: "[::]:9101"
 udpIdleTimeout: 2s
 enableProfiling: true
 oomScoreAdj: -500
+bindAddress: 192.168.1.5
+bindAddressHardFail: true
+showHiddenMetricsForVersion: "1.36"
 iptables:
   masqueradeAll: true
   masqueradeBit: 0
@@ -161,6 +165,8 @@ func fullFileOptions(path string) *Options {
 		EnableProfiling:      true,
 		UserspaceTransparent: true,
 		OOMScoreAdj:          -500,
+		BindAddress:          netip.MustParseAddr("192.168.1.5"),
+		BindAddressHardFail:  true,
 		// An explicit 0 in the file is kept: "leave the kernel's value".
 		Conntrack: conntrack.Tuning{
 			TCPCloseWaitTimeout: 90 * time.Second, TCPBeLiberal: true, UDPTimeout: 30 * time.Second, UDPStreamTimeout: 2 * time.Minute,
@@ -220,9 +226,11 @@ func TestCommandOptions(t *testing.T) {
 			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
 			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only", "--oom-score-adj=100",
+			"--bind-address=::1", "--bind-address-hard-fail", "--show-hidden-metrics-for-version=1.36",
 		}, func() *Options {
 			return &Options{
-				Cleanup: true, InitOnly: true, OOMScoreAdj: 100, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
+				Cleanup: true, InitOnly: true, OOMScoreAdj: 100,
+				BindAddress: netip.IPv6Loopback(), BindAddressHardFail: true, Mode: ModeIPVS, Master: "https://10.0.0.1:6443",
 				KubeAPIQPS: -1, KubeAPIContentType: "application/json",
 				ConfigSyncPeriod: time.Hour, HostnameOverride: "n1", ServiceProxyName: "switchyard",
 				ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},
@@ -366,6 +374,8 @@ func TestCommandInvalid(t *testing.T) {
 		{"unknown feature gate", []string{"--feature-gates=SomeGate=true"}, []string{`invalid --feature-gates "SomeGate=true": unrecognized feature gate: SomeGate`}},
 		{"unknown feature gate file", file("featureGates:\n  SomeGate: true\n"), []string{`invalid featureGates "SomeGate=true": unrecognized feature gate: SomeGate`}},
 		{"ipvs gated off", []string{"--proxy-mode=ipvs", "--feature-gates=KubeProxyIPVS=false"}, []string{`invalid --proxy-mode "ipvs": ipvs mode is disabled by the KubeProxyIPVS feature gate`}},
+		{"bind address", []string{"--bind-address=node1"}, []string{`invalid --bind-address "node1": not a valid textual representation of an IP address`}},
+		{"hidden metrics version", file("showHiddenMetricsForVersion: \"1.30\"\n"), []string{`invalid showHiddenMetricsForVersion "1.30": must be omitted or have the value '1.36'`}},
 		{"oom score out of range", []string{"--oom-score-adj=1001"}, []string{`invalid --oom-score-adj "1001": must be within the range [-1000, 1000]`}},
 		{"conntrack negatives", []string{"--conntrack-max-per-core=-1", "--conntrack-min=-2", "--conntrack-udp-timeout=-1s"}, []string{
 			`invalid --conntrack-max-per-core "-1": must be greater than or equal to 0`,

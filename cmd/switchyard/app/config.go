@@ -148,6 +148,9 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	r.applyConntrackSection(&k.Conntrack)
 	fromFilePtr(r, "iptables-localhost-nodeports", &r.IPTablesLocalhostNodePorts, k.IPTables.LocalhostNodePorts)
 	fromFilePtr(r, "oom-score-adj", &r.OOMScoreAdj, k.OOMScoreAdj)
+	fromFile(r, "bind-address", &r.BindAddress, k.BindAddress)
+	fromFile(r, "bind-address-hard-fail", &r.BindAddressHardFail, k.BindAddressHardFail)
+	fromFile(r, "show-hidden-metrics-for-version", &r.ShowHiddenMetrics, k.ShowHiddenMetricsForVersion)
 	if len(k.FeatureGates) > 0 {
 		r.FeatureGates = k.FeatureGates
 		r.fromFile["feature-gates"] = true

@@ -91,9 +91,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		path string
 		set  bool
 	}{
-		{"bindAddress", k.BindAddress != "" && k.BindAddress != "0.0.0.0" && k.BindAddress != "::"},
-		{"bindAddressHardFail", k.BindAddressHardFail},
-		{"showHiddenMetricsForVersion", k.ShowHiddenMetricsForVersion != ""},
 		{"clientConnection.acceptContentTypes", k.ClientConnection.AcceptContentTypes != ""},
 		{"ipvs.excludeCIDRs", len(k.IPVS.ExcludeCIDRs) > 0},
 		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},

@@ -26,6 +26,9 @@ type rawConfig struct {
 	InitOnly              bool
 	WriteConfigTo         string
 	FeatureGates          map[string]bool
+	BindAddress           string
+	BindAddressHardFail   bool
+	ShowHiddenMetrics     string
 	Mode                  string
 	Kubeconfig            string
 	Master                string
@@ -97,6 +100,7 @@ func defaultRawConfig() *rawConfig {
 		ConntrackTCPCloseWait:      time.Hour,
 		IPTablesLocalhostNodePorts: true,
 		OOMScoreAdj:                -999, // qos.KubeProxyOOMScoreAdj
+		BindAddress:                "0.0.0.0",
 		fromFile:                   map[string]bool{},
 	}
 }
@@ -114,6 +118,9 @@ func settings() []setting {
 		{"init-only", "", "InitOnly"},
 		{"write-config-to", "", "WriteConfigTo"},
 		{"feature-gates", "featureGates", "FeatureGates"},
+		{"bind-address", "bindAddress", "BindAddress"},
+		{"bind-address-hard-fail", "bindAddressHardFail", "BindAddressHardFail"},
+		{"show-hidden-metrics-for-version", "showHiddenMetricsForVersion", "ShowHiddenMetrics"},
 		{"proxy-mode", "mode", "Mode"},
 		{"kubeconfig", "clientConnection.kubeconfig", "Kubeconfig"},
 		{"master", "", "Master"},
@@ -160,6 +167,9 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ConfigFile, "config", r.ConfigFile, "Path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
 	fs.BoolVar(&r.Cleanup, "cleanup", r.Cleanup, "Remove the rules this proxy programmed (iptables, IPVS, userspace) and exit.")
 	fs.Var(cliflag.NewMapStringBool(&r.FeatureGates), "feature-gates", featureGatesHelp())
+	fs.StringVar(&r.BindAddress, "bind-address", r.BindAddress, "Overrides switchyard's idea of what its node's primary IP is (its family becomes the primary family). As in kube-proxy, the name is a historical artifact: no socket is bound to this IP.")
+	fs.BoolVar(&r.BindAddressHardFail, "bind-address-hard-fail", r.BindAddressHardFail, "If true, a failure to serve the healthz or metrics port is fatal; otherwise it is logged and retried every 5s.")
+	fs.StringVar(&r.ShowHiddenMetrics, "show-hidden-metrics-for-version", r.ShowHiddenMetrics, "The previous version for which you want to show hidden metrics. Only the previous minor version (1.36) is accepted, as by kube-proxy v1.37; switchyard hides no metric, so it shows nothing more.")
 	fs.StringVar(&r.WriteConfigTo, "write-config-to", r.WriteConfigTo, "If set, write the configuration switchyard would run with (defaults, --config file and flags merged) to this file as a KubeProxyConfiguration and exit.")
 	fs.BoolVar(&r.InitOnly, "init-only", r.InitOnly, "If true, perform any initialization steps that must be done with full root privileges (the conntrack sysctls, route_localnet), and then exit. After doing this, you can run switchyard again with only the CAP_NET_ADMIN and CAP_NET_RAW capabilities.")
 	fs.StringVar(&r.Mode, "proxy-mode", r.Mode, "Which proxy mode to use: 'iptables', 'ipvs', 'nftables' or 'userspace'.")

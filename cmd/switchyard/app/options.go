@@ -96,6 +96,11 @@ type Options struct {
 	// Logging is the merged logging configuration (file section, then
 	// flags), applied by NewCommand before the run function.
 	Logging *logsapi.LoggingConfiguration
+	// BindAddress is --bind-address (invalid or unspecified: not set); it
+	// decides the primary IP family.
+	BindAddress netip.Addr
+	// BindAddressHardFail makes a healthz/metrics serving failure fatal.
+	BindAddressHardFail bool
 	// OOMScoreAdj is written to /proc/self/oom_score_adj at start.
 	OOMScoreAdj int
 }

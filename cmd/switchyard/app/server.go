@@ -109,11 +109,15 @@ func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *h
 	run("proxier", p.Run)
 	if o.HealthzBindAddress != "" {
 		n++
-		run("healthz server", func(ctx context.Context) error { return health.Run(ctx, o.HealthzBindAddress) })
+		run("healthz server", retryServer("healthz", o.BindAddressHardFail, func(ctx context.Context) error {
+			return health.Run(ctx, o.HealthzBindAddress)
+		}))
 	}
 	if o.MetricsBindAddress != "" {
 		n++
-		run("metrics server", func(ctx context.Context) error { return serveMetrics(ctx, o, reg) })
+		run("metrics server", retryServer("metrics", o.BindAddressHardFail, func(ctx context.Context) error {
+			return serveMetrics(ctx, o, reg)
+		}))
 	}
 	var first error
 	for range n {
@@ -124,6 +128,35 @@ func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *h
 	}
 	klog.InfoS("Stopped; the dataplane is left in place")
 	return first
+}
+
+// serverRetryInterval is how long a failed server waits before it tries
+// again (kube-proxy's 5 s).
+const serverRetryInterval = 5 * time.Second
+
+// retryServer wraps a server's run function. Without
+// --bind-address-hard-fail a failure (the port is taken, say) is logged and
+// retried every 5 s, as kube-proxy does, so a daemon started while the old
+// proxy still holds the port keeps proxying instead of crash-looping; with
+// it, the failure ends the daemon.
+func retryServer(name string, hardFail bool, serve func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for {
+			err := serve(ctx)
+			if err == nil || ctx.Err() != nil {
+				return nil
+			}
+			if hardFail {
+				return err
+			}
+			klog.ErrorS(err, "Server failed; retrying", "server", name, "after", serverRetryInterval)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(serverRetryInterval):
+			}
+		}
+	}
 }
 
 // serveMetrics serves metricsMux on the metrics address.
@@ -197,8 +230,16 @@ func nodeName(o *Options) (string, error) {
 	return strings.ToLower(strings.TrimSpace(h)), nil
 }
 
-// primaryFamily is IPv6 only when the first cluster CIDR is IPv6.
+// primaryFamily is the family of --bind-address when it names an address,
+// otherwise IPv6 only when the first cluster CIDR is IPv6.
 func primaryFamily(o *Options) v1.IPFamily {
+	if o.BindAddress.IsValid() && !o.BindAddress.IsUnspecified() {
+		// kube-proxy's --bind-address: "its idea of the node's primary IP".
+		if o.BindAddress.Is4() {
+			return v1.IPv4Protocol
+		}
+		return v1.IPv6Protocol
+	}
 	if len(o.ClusterCIDRs) > 0 && o.ClusterCIDRs[0].Addr().Is6() {
 		return v1.IPv6Protocol
 	}

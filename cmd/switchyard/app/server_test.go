@@ -1,11 +1,16 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"net/netip"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // TestMetricsMux checks what the metrics server serves, with and without
@@ -48,4 +53,36 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+func TestRetryServer(t *testing.T) {
+	taken := errors.New("listen tcp 0.0.0.0:10256: bind: address already in use")
+	calls := 0
+	failing := func(context.Context) error { calls++; return taken }
+	if err := retryServer("healthz", true, failing)(context.Background()); !errors.Is(err, taken) || calls != 1 {
+		t.Fatalf("hard fail: err %v after %d calls, want the bind error after 1", err, calls)
+	}
+	// Without hard fail the failure is logged and the server waits to
+	// retry; ending the context ends the wait, without an error.
+	calls = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- retryServer("healthz", false, failing)(ctx) }()
+	cancel()
+	if err := <-done; err != nil || calls != 1 {
+		t.Fatalf("soft fail: err %v after %d calls, want nil after 1", err, calls)
+	}
+}
+
+func TestPrimaryFamilyFromBindAddress(t *testing.T) {
+	o := &Options{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	for addr, want := range map[string]v1.IPFamily{"": v1.IPv4Protocol, "0.0.0.0": v1.IPv4Protocol, "::": v1.IPv4Protocol, "fd00::5": v1.IPv6Protocol, "10.1.2.3": v1.IPv4Protocol} {
+		o.BindAddress = netip.Addr{}
+		if addr != "" {
+			o.BindAddress = netip.MustParseAddr(addr)
+		}
+		if got := primaryFamily(o); got != want {
+			t.Errorf("bind address %q: primary family %s, want %s", addr, got, want)
+		}
+	}
 }

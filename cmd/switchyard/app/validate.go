@@ -69,9 +69,12 @@ func (r *rawConfig) options() (*Options, error) {
 			TCPBeLiberal: r.ConntrackTCPBeLiberal,
 			UDPTimeout:   r.ConntrackUDPTimeout, UDPStreamTimeout: r.ConntrackUDPTimeoutStream,
 		},
-		LocalhostNodePorts: r.IPTablesLocalhostNodePorts,
-		OOMScoreAdj:        int(r.OOMScoreAdj),
+		LocalhostNodePorts:  r.IPTablesLocalhostNodePorts,
+		OOMScoreAdj:         int(r.OOMScoreAdj),
+		BindAddress:         v.bindIP(),
+		BindAddressHardFail: r.BindAddressHardFail,
 	}
+	v.showHiddenMetrics()
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	o.FeatureGates = v.featureGates(o.Mode)
 	v.durations()
@@ -239,6 +242,30 @@ func (v *validator) positive(flag string, d time.Duration) {
 func (v *validator) nonNegative(flag string, d time.Duration) {
 	if d < 0 {
 		v.fail(flag, d.String(), "must not be negative")
+	}
+}
+
+// bindIP parses --bind-address (kube-proxy: an IP address, 0.0.0.0 by
+// default).
+func (v *validator) bindIP() netip.Addr {
+	a, err := netip.ParseAddr(strings.TrimSpace(v.raw.BindAddress))
+	if err != nil {
+		v.fail("bind-address", v.raw.BindAddress, "not a valid textual representation of an IP address")
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// kubeProxyMinor is the kube-proxy release whose flags and metrics
+// switchyard follows.
+const kubeProxyMinor = 37
+
+// showHiddenMetrics checks --show-hidden-metrics-for-version as
+// component-base does for kube-proxy v1.37: only the previous minor.
+func (v *validator) showHiddenMetrics() {
+	s := v.raw.ShowHiddenMetrics
+	if want := fmt.Sprintf("1.%d", kubeProxyMinor-1); s != "" && s != want {
+		v.fail("show-hidden-metrics-for-version", s, fmt.Sprintf("must be omitted or have the value '%s'; only the previous minor version is allowed", want))
 	}
 }
 

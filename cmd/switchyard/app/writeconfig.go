@@ -30,16 +30,19 @@ func writeConfigTo(path string, r *rawConfig, fs *pflag.FlagSet) error {
 // effectiveConfig maps every setting with a file field back to it.
 func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 	k := kubeproxyv1alpha1.KubeProxyConfiguration{
-		Mode:               kubeproxyv1alpha1.ProxyMode(r.Mode),
-		ConfigSyncPeriod:   duration(r.ConfigSyncPeriod),
-		HostnameOverride:   r.HostnameOverride,
-		ClusterCIDR:        r.ClusterCIDR,
-		NodePortAddresses:  r.NodePortAddresses,
-		MetricsBindAddress: r.MetricsBindAddress,
-		HealthzBindAddress: r.HealthzBindAddress,
-		EnableProfiling:    r.EnableProfiling,
-		OOMScoreAdj:        ptr(r.OOMScoreAdj),
-		FeatureGates:       r.FeatureGates,
+		Mode:                        kubeproxyv1alpha1.ProxyMode(r.Mode),
+		ConfigSyncPeriod:            duration(r.ConfigSyncPeriod),
+		HostnameOverride:            r.HostnameOverride,
+		ClusterCIDR:                 r.ClusterCIDR,
+		NodePortAddresses:           r.NodePortAddresses,
+		MetricsBindAddress:          r.MetricsBindAddress,
+		HealthzBindAddress:          r.HealthzBindAddress,
+		EnableProfiling:             r.EnableProfiling,
+		OOMScoreAdj:                 ptr(r.OOMScoreAdj),
+		FeatureGates:                r.FeatureGates,
+		BindAddress:                 r.BindAddress,
+		BindAddressHardFail:         r.BindAddressHardFail,
+		ShowHiddenMetricsForVersion: r.ShowHiddenMetrics,
 	}
 	k.APIVersion, k.Kind = configAPIVersion, configKind
 	k.ClientConnection.Kubeconfig = r.Kubeconfig
