@@ -48,7 +48,17 @@ func testLocalhostNodePort(t *testing.T, m *modeEnv) {
 	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort), podNames(m.Topo.Pods), false)
 	local := hostPort("127.0.0.1", svc.Spec.Ports[0].NodePort)
 	if m.mode == "iptables" {
+		// kube-proxy's nfacct metric counts the packets accepted there.
+		const metric = "kubeproxy_iptables_localhost_nodeports_accepted_packets_total"
+		before, err := m.daemon.MetricValue(t.Context(), metric, nil)
+		if err != nil {
+			t.Fatalf("%s before: %v", metric, err)
+		}
 		waitServed(t, m.Topo.NodeNS, "tcp", local, podNames(m.Topo.Pods), true)
+		after, err := m.daemon.MetricValue(t.Context(), metric, nil)
+		if err != nil || after < before+30 {
+			t.Errorf("%s went from %v to %v (%v) over 30+ connections", metric, before, after, err)
+		}
 		return
 	}
 	counts, _ := framework.EchoMany(t.Context(), m.Topo.NodeNS, "tcp", local, 3)

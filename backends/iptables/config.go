@@ -45,6 +45,15 @@ type Config struct {
 	// caller must also set net.ipv4.conf.all.route_localnet=1), and adds
 	// kube-proxy's KUBE-FIREWALL rule that blocks martian localnet traffic.
 	LocalhostNodePorts bool
+	// NFAcct makes the rules update kube-proxy's nfacct counters:
+	// nfacct.CTStateInvalidDropped on the INVALID drop in KUBE-FORWARD and
+	// nfacct.LocalhostNodePortsAccepted on localhost NodePorts. The caller
+	// must have created both (nfacct.Interface.Ensure).
+	NFAcct bool
+	// ConntrackTCPLiberal is set when nf_conntrack_tcp_be_liberal=1: out of
+	// window packets are no longer INVALID, and KUBE-FORWARD does not drop
+	// INVALID packets, as in kube-proxy.
+	ConntrackTCPLiberal bool
 	// Runner runs iptables; required.
 	Runner runner.Interface
 	// Metrics receives the iptables metrics; nil disables them.
@@ -69,6 +78,8 @@ type familyConfig struct {
 	masqueradeMark     string // "0x4000"
 	nodePortAddresses  []netip.Prefix
 	localhostNodePorts bool
+	nfacct             bool
+	dropInvalid        bool
 }
 
 func (c *Config) validate() error {
@@ -114,6 +125,8 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		masqueradeAll:      c.MasqueradeAll,
 		masqueradeMark:     fmt.Sprintf("%#x", uint32(1)<<uint(bit)),
 		localhostNodePorts: c.LocalhostNodePorts && family == v1.IPv4Protocol,
+		nfacct:             c.NFAcct,
+		dropInvalid:        !c.ConntrackTCPLiberal,
 	}
 	for _, p := range c.ClusterCIDRs {
 		if p.IsValid() && proxier.FamilyOfPrefix(p) == family {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -187,12 +188,7 @@ func baseChains(fc *familyConfig) []*chainRules {
 			// masqueraded twice.
 			rule(chainPostrouting, "-j MARK --xor-mark "+mark),
 			rule(chainPostrouting, comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")),
-		newChain(tableFilter, chainForward,
-			// Drop INVALID packets that would otherwise reset connections
-			// (kubernetes#74839).
-			rule(chainForward, "-m conntrack --ctstate INVALID -j DROP"),
-			rule(chainForward, comment("kubernetes forwarding rules"), "-m mark --mark "+mark+"/"+mark+" -j ACCEPT"),
-			rule(chainForward, comment("kubernetes forwarding conntrack rule"), "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")),
+		newChain(tableFilter, chainForward, forwardRules(fc, mark)...),
 	}
 	if fc.localhostNodePorts {
 		// route_localnet opens a hole (kubernetes#90259) this rule closes;
@@ -202,6 +198,23 @@ func baseChains(fc *familyConfig) []*chainRules {
 				"-m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP")))
 	}
 	return out
+}
+
+// forwardRules is filter KUBE-FORWARD. INVALID packets, which would
+// otherwise reset connections (kubernetes#74839), are dropped unless
+// conntrack is liberal about TCP windows, and counted in nfacct when asked.
+func forwardRules(fc *familyConfig, mark string) []string {
+	var out []string
+	if fc.dropInvalid {
+		count := ""
+		if fc.nfacct {
+			count = " -m nfacct --nfacct-name " + nfacct.CTStateInvalidDropped
+		}
+		out = append(out, rule(chainForward, "-m conntrack --ctstate INVALID"+count+" -j DROP"))
+	}
+	return append(out,
+		rule(chainForward, comment("kubernetes forwarding rules"), "-m mark --mark "+mark+"/"+mark+" -j ACCEPT"),
+		rule(chainForward, comment("kubernetes forwarding conntrack rule"), "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"))
 }
 
 // buildDispatch assembles the top-level chains from every service port's

@@ -53,6 +53,12 @@ func goldenCases() []goldenCase {
 			}},
 		{name: "localhost-nodeports", state: stateOf(node, []*proxier.ServicePort{np}, epMap{np.Name: threeEps}),
 			config: func(c *Config) { c.LocalhostNodePorts = true }},
+		// kube-proxy's nfacct counters, and no INVALID drop when conntrack
+		// is liberal about TCP windows.
+		{name: "nfacct", state: stateOf(node, []*proxier.ServicePort{np}, epMap{np.Name: threeEps}),
+			config: func(c *Config) { c.LocalhostNodePorts, c.NFAcct = true, true }},
+		{name: "tcp-be-liberal", state: stateOf(node, []*proxier.ServicePort{np}, epMap{np.Name: threeEps}),
+			config: func(c *Config) { c.ConntrackTCPLiberal = true }},
 		{name: "externalips", state: stateOf(node, []*proxier.ServicePort{ext}, epMap{ext.Name: threeEps[:1]})},
 		{name: "loadbalancer", state: stateOf(node, []*proxier.ServicePort{lb}, epMap{lb.Name: threeEps})},
 		{name: "affinity", state: stateOf(node, []*proxier.ServicePort{aff}, epMap{aff.Name: threeEps[:2]})},

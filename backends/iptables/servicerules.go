@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -84,6 +85,12 @@ func (r *serviceRenderer) loadBalancerRules(v *servicePortView, out *servicePort
 func (r *serviceRenderer) nodePortRules(v *servicePortView, out *servicePortRules) {
 	if np := v.sp.NodePort; np != 0 {
 		if v.hasEndpoints {
+			if r.fc.nfacct && r.fc.localhostNodePorts {
+				// Counted for kube-proxy's localhost NodePorts metric.
+				r.w.rule(chainNodePorts, "-p", v.proto).comment(v.name).args("-d 127.0.0.0/8").dport(v.proto, np).
+					args("-m nfacct --nfacct-name", nfacct.LocalhostNodePortsAccepted, "-j", v.chains.external)
+				r.add(out, sharedNATNodePorts)
+			}
 			// NodePorts are not subject to loadBalancerSourceRanges, as in
 			// kube-proxy.
 			r.w.rule(chainNodePorts, "-p", v.proto).comment(v.name).dport(v.proto, np).args("-j", v.chains.external)

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -29,7 +30,7 @@ import (
 func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
 	switch o.Mode {
 	case ModeIPTables:
-		return newIPTablesBackend(o, m)
+		return newIPTablesBackend(o, m, reg)
 	case ModeUserspace:
 		return newUserspaceBackend(o, reg)
 	case ModeIPVS:
@@ -129,25 +130,48 @@ func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backen
 	})
 }
 
-func newIPTablesBackend(o *Options, m *metrics.Metrics) (proxier.Backend, error) {
+// newIPTablesBackend builds the iptables mode; reg is nil for --cleanup.
+func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
 	r, err := runner.New(runner.Options{})
 	if err != nil {
 		return nil, err
 	}
 	bit := int32(o.MasqueradeBit)
 	return iptables.New(iptables.Config{
-		Families:           families(o),
-		ClusterCIDRs:       o.ClusterCIDRs,
-		MasqueradeAll:      o.MasqueradeAll,
-		MasqueradeBit:      &bit,
-		NodePortAddresses:  o.NodePortAddresses,
-		LocalhostNodePorts: localhostNodePorts(o),
-		Runner:             r,
-		Metrics:            m,
+		NFAcct:              reg != nil && ensureNFAcct(reg),
+		ConntrackTCPLiberal: o.Conntrack.TCPBeLiberal,
+		Families:            families(o),
+		ClusterCIDRs:        o.ClusterCIDRs,
+		MasqueradeAll:       o.MasqueradeAll,
+		MasqueradeBit:       &bit,
+		NodePortAddresses:   o.NodePortAddresses,
+		LocalhostNodePorts:  localhostNodePorts(o),
+		Runner:              r,
+		Metrics:             m,
 		// Repairs within one sync period even while changes keep
 		// postponing the periodic sync.
 		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),
 	})
+}
+
+// ensureNFAcct creates kube-proxy's two nfacct counters and registers
+// their metrics. Without nfnetlink_acct in the kernel the rules go without
+// counters and the metrics are absent, as in kube-proxy (logged).
+func ensureNFAcct(reg prometheus.Registerer) bool {
+	n, err := nfacct.New(netns.None())
+	if err != nil {
+		klog.ErrorS(err, "Failed to open nfacct; nfacct based metrics won't be available")
+		return false
+	}
+	for _, name := range []string{nfacct.CTStateInvalidDropped, nfacct.LocalhostNodePortsAccepted} {
+		if err := n.Ensure(name); err != nil {
+			klog.ErrorS(err, "Failed to create nfacct counter; nfacct based metrics won't be available", "counter", name)
+			n.Close()
+			return false
+		}
+	}
+	reg.MustRegister(nfacct.NewCollector(n))
+	return true
 }
 
 // families is the primary family, plus the other one when a cluster CIDR
@@ -175,7 +199,7 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	var errs []error
 	all := *o
 	all.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
-	if b, err := newIPTablesBackend(&all, nil); err != nil {
+	if b, err := newIPTablesBackend(&all, nil, nil); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
