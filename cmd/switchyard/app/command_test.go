@@ -102,6 +102,7 @@ clientConnection:
   qps: 50
   burst: 100
   contentType: application/json
+  acceptContentTypes: application/json
 configSyncPeriod: 5m
 hostnameOverride: " Node-1 "
 clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
@@ -140,21 +141,22 @@ ipvs:
 
 func fullFileOptions(path string) *Options {
 	return &Options{
-		ConfigFile:         path,
-		Mode:               ModeIPVS,
-		Kubeconfig:         "/etc/kube/proxy.conf",
-		KubeAPIQPS:         50,
-		KubeAPIBurst:       100,
-		KubeAPIContentType: "application/json",
-		ConfigSyncPeriod:   5 * time.Minute,
-		HostnameOverride:   "node-1",
-		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
-		MasqueradeAll:      true,
-		MasqueradeBit:      0,
-		NodePortAddresses:  []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00::/8")},
-		MetricsBindAddress: "0.0.0.0:9100",
-		HealthzBindAddress: "[::]:9101",
-		IPTables:           IPTablesOptions{SyncPeriod: time.Minute, MinSyncPeriod: 10 * time.Second},
+		ConfigFile:                path,
+		Mode:                      ModeIPVS,
+		Kubeconfig:                "/etc/kube/proxy.conf",
+		KubeAPIQPS:                50,
+		KubeAPIBurst:              100,
+		KubeAPIContentType:        "application/json",
+		KubeAPIAcceptContentTypes: "application/json",
+		ConfigSyncPeriod:          5 * time.Minute,
+		HostnameOverride:          "node-1",
+		ClusterCIDRs:              []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
+		MasqueradeAll:             true,
+		MasqueradeBit:             0,
+		NodePortAddresses:         []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00::/8")},
+		MetricsBindAddress:        "0.0.0.0:9100",
+		HealthzBindAddress:        "[::]:9101",
+		IPTables:                  IPTablesOptions{SyncPeriod: time.Minute, MinSyncPeriod: 10 * time.Second},
 		IPVS: IPVSOptions{
 			SyncPeriod: 45 * time.Second, MinSyncPeriod: 2 * time.Second, Scheduler: "wlc",
 			TCPTimeout: 900 * time.Second, TCPFinTimeout: 120 * time.Second, UDPTimeout: 300 * time.Second,

@@ -119,6 +119,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "kube-api-qps", &r.KubeAPIQPS, k.ClientConnection.QPS)
 	fromFile(r, "kube-api-burst", &r.KubeAPIBurst, k.ClientConnection.Burst)
 	fromFile(r, "kube-api-content-type", &r.KubeAPIContentType, k.ClientConnection.ContentType)
+	r.AcceptContentTypes = k.ClientConnection.AcceptContentTypes
 	fromFile(r, "config-sync-period", &r.ConfigSyncPeriod, k.ConfigSyncPeriod.Duration)
 	fromFile(r, "hostname-override", &r.HostnameOverride, k.HostnameOverride)
 	fromFile(r, "cluster-cidr", &r.ClusterCIDR, k.ClusterCIDR)

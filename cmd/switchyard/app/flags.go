@@ -21,14 +21,16 @@ const (
 // the form a flag holds it. The command binds flags to one rawConfig and
 // merges defaults, file and changed flags into another.
 type rawConfig struct {
-	ConfigFile            string
-	Cleanup               bool
-	InitOnly              bool
-	WriteConfigTo         string
-	FeatureGates          map[string]bool
-	BindAddress           string
-	BindAddressHardFail   bool
-	ShowHiddenMetrics     string
+	ConfigFile          string
+	Cleanup             bool
+	InitOnly            bool
+	WriteConfigTo       string
+	FeatureGates        map[string]bool
+	BindAddress         string
+	BindAddressHardFail bool
+	ShowHiddenMetrics   string
+	// AcceptContentTypes is clientConnection.acceptContentTypes (no flag).
+	AcceptContentTypes    string
 	Mode                  string
 	Kubeconfig            string
 	Master                string

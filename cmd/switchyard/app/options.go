@@ -43,6 +43,9 @@ type Options struct {
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
 	KubeAPIContentType string
+	// KubeAPIAcceptContentTypes is the client's Accept header
+	// (clientConnection.acceptContentTypes; "" for client-go's default).
+	KubeAPIAcceptContentTypes string
 	// ConfigSyncPeriod is the informers' resync period.
 	ConfigSyncPeriod time.Duration
 

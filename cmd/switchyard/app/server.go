@@ -216,6 +216,7 @@ func newClient(o *Options) (kubernetes.Interface, error) {
 	if o.KubeAPIContentType != "" {
 		cfg.ContentType = o.KubeAPIContentType
 	}
+	cfg.AcceptContentTypes = o.KubeAPIAcceptContentTypes
 	return kubernetes.NewForConfig(cfg)
 }
 

@@ -49,6 +49,7 @@ func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 	k.ClientConnection.QPS = r.KubeAPIQPS
 	k.ClientConnection.Burst = r.KubeAPIBurst
 	k.ClientConnection.ContentType = r.KubeAPIContentType
+	k.ClientConnection.AcceptContentTypes = r.AcceptContentTypes
 	k.IPTables = kubeproxyv1alpha1.KubeProxyIPTablesConfiguration{
 		MasqueradeAll: r.MasqueradeAll, MasqueradeBit: ptr(r.MasqueradeBit),
 		SyncPeriod: duration(r.IPTablesSyncPeriod), MinSyncPeriod: duration(r.IPTablesMinSyncPeriod),
