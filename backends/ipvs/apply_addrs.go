@@ -23,7 +23,7 @@ func (b *Backend) syncAddresses(t *touched, full bool) error {
 		present := map[netip.Addr]bool{}
 		for _, a := range have {
 			present[a] = true
-			if !b.model.wantsAddr(a) && !a.IsLinkLocalUnicast() {
+			if !b.model.wantsAddr(a) && !a.IsLinkLocalUnicast() && !b.cfg.excluded(a) {
 				errs = append(errs, nl.DelAddress(DummyInterface, a))
 			}
 		}

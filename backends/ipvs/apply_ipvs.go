@@ -58,7 +58,7 @@ func (b *Backend) readService(k vsKey) (*ipvs.Service, error) {
 // syncServers makes the kernel's virtual servers match the model: (full)
 // for every key the model or the kernel has, listing them all; else for
 // the keys given, reading each. Switchyard owns IPVS on the node, like kube-proxy: a full sync
-// deletes virtual servers nobody wants. It lists the kernel and changes
+// deletes virtual servers nobody wants, except those on ExcludeCIDRs. It lists the kernel and changes
 // only what differs; it never flushes.
 func (b *Backend) syncServers(keys map[vsKey]struct{}, full bool) (int, error) {
 	var kernel map[vsKey]*ipvs.Service
@@ -69,6 +69,9 @@ func (b *Backend) syncServers(keys map[vsKey]struct{}, full bool) (int, error) {
 		}
 		keys = b.model.serverKeys()
 		for k := range kernel {
+			if k.Mark == 0 && b.cfg.excluded(k.Addr) {
+				continue // --ipvs-exclude-cidrs: not ours to clean up
+			}
 			keys[k] = struct{}{}
 		}
 	}

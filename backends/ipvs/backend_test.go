@@ -263,3 +263,42 @@ func TestUDPAndIPv6(t *testing.T) {
 		t.Errorf("IPv6 rules do not use the IPv6 sets")
 	}
 }
+
+// TestExcludeCIDRs: virtual servers and kube-ipvs0 addresses on
+// --ipvs-exclude-cidrs survive full syncs and --cleanup; others go.
+func TestExcludeCIDRs(t *testing.T) {
+	e := newEnv(t, func(c *sy.Config) { c.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} })
+	web := e.svc("web", "10.96.0.10", 80)
+	e.eps(web, "10.244.1.2:8080")
+	e.sync(nil)
+	keepalived := &ipvs.Service{AddressFamily: 2, Protocol: 6, Address: netip.MustParseAddr("192.0.2.7").AsSlice(), Port: 443, SchedName: "wrr"}
+	stale := &ipvs.Service{AddressFamily: 2, Protocol: 6, Address: netip.MustParseAddr("10.96.9.9").AsSlice(), Port: 9, SchedName: "rr"}
+	for _, s := range []*ipvs.Service{keepalived, stale} {
+		if err := e.k.IPVS.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range []string{"192.0.2.7", "10.96.9.9"} {
+		if err := e.k.Netlink.AddAddress(sy.DummyInterface, netip.MustParseAddr(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.k.IPVS.ResetOps()
+	e.sync(full())
+	if diff := cmp.Diff([]string{"DelService TCP/10.96.9.9:9"}, e.k.IPVS.Ops()); diff != "" {
+		t.Errorf("full sync (-want +got):\n%s", diff)
+	}
+	want := []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("192.0.2.7")}
+	if got := e.k.Netlink.Addresses(sy.DummyInterface); !slices.Equal(got, want) {
+		t.Errorf("kube-ipvs0 addresses after a full sync: %v, want %v", got, want)
+	}
+	if err := e.b.Cleanup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.k.IPVS.Service("TCP/192.0.2.7:443"); !ok {
+		t.Error("--cleanup deleted the excluded virtual server")
+	}
+	if _, ok := e.k.IPVS.Service("TCP/10.96.0.10:80"); ok {
+		t.Error("--cleanup left web's virtual server")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -12,8 +14,15 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
 )
 
+// addrOf converts a net.IP (nil: invalid).
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
 // Cleanup removes everything the mode installs: every IPVS virtual
-// server (switchyard owns IPVS on the node, as kube-proxy does), the
+// server (switchyard owns IPVS on the node, as kube-proxy does) except
+// those on ExcludeCIDRs, the
 // kube-ipvs0 interface with its addresses, the jumps and chains, and the
 // sets. It carries on past errors and returns them all.
 func (b *Backend) Cleanup(ctx context.Context) error {
@@ -86,6 +95,9 @@ func (b *Backend) cleanupServers() error {
 	}
 	var errs []error
 	for _, s := range svcs {
+		if s.FWMark == 0 && b.cfg.excluded(addrOf(s.Address)) {
+			continue // --ipvs-exclude-cidrs
+		}
 		if err := ignoreMissing(b.k.IPVS.DelService(s)); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: delete virtual server: %w", err))
 		}

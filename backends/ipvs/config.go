@@ -53,6 +53,10 @@ type Config struct {
 	// NodePortAddresses restricts NodePorts to node addresses inside these
 	// prefixes; a family without prefixes uses every node address.
 	NodePortAddresses []netip.Prefix
+	// ExcludeCIDRs (--ipvs-exclude-cidrs) are addresses the backend never
+	// cleans up: virtual servers on them that no Service wants, and such
+	// addresses on kube-ipvs0, belong to someone else (keepalived, say).
+	ExcludeCIDRs []netip.Prefix
 	// StrictARP sets arp_ignore=1 and arp_announce=2 so the node does not
 	// answer ARP for the service addresses on kube-ipvs0.
 	StrictARP bool
@@ -142,6 +146,17 @@ func (c *Config) gracefulTimeout() time.Duration {
 		return DefaultGracefulTerminationTimeout
 	}
 	return c.GracefulTerminationTimeout
+}
+
+// excluded reports whether a is inside one of ExcludeCIDRs.
+func (c *Config) excluded(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range c.ExcludeCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterCIDR is the first pod CIDR of the family (invalid when none).

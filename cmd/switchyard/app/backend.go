@@ -57,6 +57,7 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 		MasqueradeBit:     &bit,
 		NodePortAddresses: o.NodePortAddresses,
 		StrictARP:         o.IPVS.StrictARP,
+		ExcludeCIDRs:      o.IPVS.ExcludeCIDRs,
 		TCPTimeout:        o.IPVS.TCPTimeout,
 		TCPFinTimeout:     o.IPVS.TCPFinTimeout,
 		UDPTimeout:        o.IPVS.UDPTimeout,

@@ -137,6 +137,7 @@ ipvs:
   tcpFinTimeout: 120s
   udpTimeout: 300s
   strictARP: true
+  excludeCIDRs: [192.0.2.0/24]
 `
 
 func fullFileOptions(path string) *Options {
@@ -160,7 +161,7 @@ func fullFileOptions(path string) *Options {
 		IPVS: IPVSOptions{
 			SyncPeriod: 45 * time.Second, MinSyncPeriod: 2 * time.Second, Scheduler: "wlc",
 			TCPTimeout: 900 * time.Second, TCPFinTimeout: 120 * time.Second, UDPTimeout: 300 * time.Second,
-			StrictARP: true,
+			StrictARP: true, ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")},
 		},
 		UDPIdleTimeout:       2 * time.Second,
 		UDPMaxSessions:       1024, // flag only: no file field
@@ -376,6 +377,7 @@ func TestCommandInvalid(t *testing.T) {
 		{"unknown feature gate", []string{"--feature-gates=SomeGate=true"}, []string{`invalid --feature-gates "SomeGate=true": unrecognized feature gate: SomeGate`}},
 		{"unknown feature gate file", file("featureGates:\n  SomeGate: true\n"), []string{`invalid featureGates "SomeGate=true": unrecognized feature gate: SomeGate`}},
 		{"ipvs gated off", []string{"--proxy-mode=ipvs", "--feature-gates=KubeProxyIPVS=false"}, []string{`invalid --proxy-mode "ipvs": ipvs mode is disabled by the KubeProxyIPVS feature gate`}},
+		{"exclude cidrs", []string{"--proxy-mode=ipvs", "--ipvs-exclude-cidrs=10.0.0.0/8,bogus"}, []string{`invalid --ipvs-exclude-cidrs "bogus"`}},
 		{"bind address", []string{"--bind-address=node1"}, []string{`invalid --bind-address "node1": not a valid textual representation of an IP address`}},
 		{"hidden metrics version", file("showHiddenMetricsForVersion: \"1.30\"\n"), []string{`invalid showHiddenMetricsForVersion "1.30": must be omitted or have the value '1.36'`}},
 		{"oom score out of range", []string{"--oom-score-adj=1001"}, []string{`invalid --oom-score-adj "1001": must be within the range [-1000, 1000]`}},
@@ -438,10 +440,7 @@ clientConnection:
 		{"unsupported fields", `
 oomScoreAdj: -999
 detectLocalMode: InterfaceNamePrefix
-ipvs:
-  excludeCIDRs: [10.0.0.0/8]
 `, nil, []string{
-			`field "ipvs.excludeCIDRs" is not supported`,
 			`field "detectLocalMode" is not supported`,
 		}},
 		{"kubeadm file is quiet", strings.TrimPrefix(kubeadmFile, header), nil, nil},

@@ -144,6 +144,10 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "ipvs-tcpfin-timeout", &r.IPVSTCPFinTimeout, k.IPVS.TCPFinTimeout.Duration)
 	fromFile(r, "ipvs-udp-timeout", &r.IPVSUDPTimeout, k.IPVS.UDPTimeout.Duration)
 	fromFile(r, "ipvs-strict-arp", &r.IPVSStrictARP, k.IPVS.StrictARP)
+	if len(k.IPVS.ExcludeCIDRs) > 0 {
+		r.IPVSExcludeCIDRs = k.IPVS.ExcludeCIDRs
+		r.fromFile["ipvs-exclude-cidrs"] = true
+	}
 	fromFile(r, "udp-timeout", &r.UDPIdleTimeout, c.UDPIdleTimeout.Duration)
 	fromFile(r, "profiling", &r.EnableProfiling, k.EnableProfiling)
 	r.applyConntrackSection(&k.Conntrack)

@@ -91,7 +91,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		path string
 		set  bool
 	}{
-		{"ipvs.excludeCIDRs", len(k.IPVS.ExcludeCIDRs) > 0},
 		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
 		{"detectLocalMode", k.DetectLocalMode != "" && k.DetectLocalMode != "ClusterCIDR"},
@@ -121,7 +120,6 @@ var fieldNotes = map[string]string{
 	"nftables.masqueradeBit":              "honoured in nftables mode (overrides iptables.masqueradeBit)",
 	"nftables.syncPeriod":                 "honoured in nftables mode (overrides iptables.syncPeriod)",
 	"nftables.minSyncPeriod":              "honoured in nftables mode (overrides iptables.minSyncPeriod)",
-	"ipvs.excludeCIDRs":                   "not implemented yet: warned when set",
 	"detectLocalMode":                     "ClusterCIDR only so far: other modes are warned about",
 	"detectLocal.bridgeInterface":         "not implemented yet (detectLocalMode BridgeInterface): warned when set",
 	"detectLocal.interfaceNamePrefix":     "not implemented yet (detectLocalMode InterfaceNamePrefix): warned when set",

@@ -55,6 +55,7 @@ type rawConfig struct {
 	IPVSTCPFinTimeout     time.Duration
 	IPVSUDPTimeout        time.Duration
 	IPVSStrictARP         bool
+	IPVSExcludeCIDRs      []string
 	UDPIdleTimeout        time.Duration
 	UserspaceUDPSessions  int
 	UserspaceTransparent  bool
@@ -147,6 +148,7 @@ func settings() []setting {
 		{"ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", "IPVSTCPFinTimeout"},
 		{"ipvs-udp-timeout", "ipvs.udpTimeout", "IPVSUDPTimeout"},
 		{"ipvs-strict-arp", "ipvs.strictARP", "IPVSStrictARP"},
+		{"ipvs-exclude-cidrs", "ipvs.excludeCIDRs", "IPVSExcludeCIDRs"},
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
 		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
 		{"userspace-transparent", "", "UserspaceTransparent"},
@@ -197,6 +199,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.IPVSTCPTimeout, "ipvs-tcp-timeout", r.IPVSTCPTimeout, "The timeout for idle IPVS TCP connections; 0 leaves the kernel value as it is.")
 	fs.DurationVar(&r.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", r.IPVSTCPFinTimeout, "The timeout for IPVS TCP connections after receiving a FIN packet; 0 leaves the kernel value as it is.")
 	fs.DurationVar(&r.IPVSUDPTimeout, "ipvs-udp-timeout", r.IPVSUDPTimeout, "The timeout for IPVS UDP packets; 0 leaves the kernel value as it is.")
+	fs.StringSliceVar(&r.IPVSExcludeCIDRs, "ipvs-exclude-cidrs", r.IPVSExcludeCIDRs, "A comma-separated list of CIDRs which the ipvs proxier should not touch when cleaning up IPVS rules (virtual servers and kube-ipvs0 addresses on them are left alone, also by --cleanup).")
 	fs.BoolVar(&r.IPVSStrictARP, "ipvs-strict-arp", r.IPVSStrictARP, "Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.")
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
 	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")

@@ -129,6 +129,8 @@ type IPVSOptions struct {
 	// StrictARP sets arp_ignore=1/arp_announce=2 so the node does not
 	// answer ARP for service IPs bound to kube-ipvs0.
 	StrictARP bool
+	// ExcludeCIDRs are left alone by the IPVS cleanup.
+	ExcludeCIDRs []netip.Prefix
 }
 
 // SyncPeriods returns the minimum and maximum sync intervals of the

@@ -58,7 +58,8 @@ func (r *rawConfig) options() (*Options, error) {
 			SyncPeriod: r.IPVSSyncPeriod, MinSyncPeriod: r.IPVSMinSyncPeriod,
 			Scheduler:  v.scheduler(),
 			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
-			StrictARP: r.IPVSStrictARP,
+			StrictARP:    r.IPVSStrictARP,
+			ExcludeCIDRs: v.cidrList("ipvs-exclude-cidrs", r.IPVSExcludeCIDRs),
 		},
 		UDPIdleTimeout:       r.UDPIdleTimeout,
 		UDPMaxSessions:       r.UserspaceUDPSessions,
@@ -244,6 +245,20 @@ func (v *validator) nonNegative(flag string, d time.Duration) {
 	if d < 0 {
 		v.fail(flag, d.String(), "must not be negative")
 	}
+}
+
+// cidrList parses a list flag of CIDRs (masked).
+func (v *validator) cidrList(flag string, list []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range list {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			v.fail(flag, s, err.Error())
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 // bindIP parses --bind-address (kube-proxy: an IP address, 0.0.0.0 by

@@ -89,6 +89,7 @@ func (r *rawConfig) ipvsSection() kubeproxyv1alpha1.KubeProxyIPVSConfiguration {
 			Scheduler: c.IPVSScheduler, SyncPeriod: duration(c.IPVSSyncPeriod), MinSyncPeriod: duration(c.IPVSMinSyncPeriod),
 			TCPTimeout: duration(c.IPVSTCPTimeout), TCPFinTimeout: duration(c.IPVSTCPFinTimeout),
 			UDPTimeout: duration(c.IPVSUDPTimeout), StrictARP: c.IPVSStrictARP,
+			ExcludeCIDRs: c.IPVSExcludeCIDRs,
 		}
 	}
 	mine := section(r)
