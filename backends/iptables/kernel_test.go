@@ -9,10 +9,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
+	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -111,7 +113,31 @@ func newRulesNetns(t *testing.T, mode string, cfg *Config) string {
 	for _, fam := range cfg.families() {
 		addForeignRules(t, ns, mode, runnerFamily(fam))
 	}
+	if cfg.NFAcct {
+		ensureNFAcct(t, ns)
+	}
 	return ns
+}
+
+// ensureNFAcct creates kube-proxy's counters in ns, as the daemon does
+// before it builds the backend.
+func ensureNFAcct(t *testing.T, ns string) {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	n, err := nfacct.New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for _, c := range []string{nfacct.CTStateInvalidDropped, nfacct.LocalhostNodePortsAccepted} {
+		if err := n.Ensure(c); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func dumpAll(t *testing.T, ns, mode string, cfg *Config) map[runner.Family]tableDump {

@@ -87,7 +87,8 @@ func (r *serviceRenderer) nodePortRules(v *servicePortView, out *servicePortRule
 		if v.hasEndpoints {
 			if r.fc.nfacct && r.fc.localhostNodePorts {
 				// Counted for kube-proxy's localhost NodePorts metric.
-				r.w.rule(chainNodePorts, "-p", v.proto).comment(v.name).args("-d 127.0.0.0/8").dport(v.proto, np).
+				// In iptables-save's order, so verification reads it back equal.
+				r.w.rule(chainNodePorts, "-d 127.0.0.0/8 -p", v.proto).comment(v.name).dport(v.proto, np).
 					args("-m nfacct --nfacct-name", nfacct.LocalhostNodePortsAccepted, "-j", v.chains.external)
 				r.add(out, sharedNATNodePorts)
 			}
