@@ -65,12 +65,14 @@ trap finish EXIT
 eval "$("$cluster" env)"
 echo "conformance: $PROXY in $MODE mode, cluster up after $((SECONDS - t0))s" >&2
 # The suite runs inside the control plane's namespace, where node IPs,
-# NodePorts and pod IPs are reachable as from kind's host.
+# NodePorts and pod IPs are reachable as from kind's host. --num-nodes as
+# kind's job passes it: otherwise only the first ginkgo process counts the
+# nodes, and specs that need two skip themselves in the other processes.
 rc=0
 nsenter --net=/run/netns/syk-cp -- "$ginkgo" -p --procs="${PROCS:-4}" --timeout=8h --no-color \
   --focus="$FOCUS" --skip="$SKIP_UPSTREAM|$SKIP_HERE" --junit-report=junit.xml --output-dir="$out" \
   "$e2e" -- --provider=skeleton --kubeconfig="$CLUSTER_DIR/admin-internal.kubeconfig" \
-  --kubectl-path="$kubectl" --report-dir="$out" ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=$?
+  --num-nodes="${NODES:-2}" --kubectl-path="$kubectl" --report-dir="$out" ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=$?
 echo "conformance: suite exit $rc after $((SECONDS - t0))s; log $out/e2e.log" >&2
 [ -s "$out/junit.xml" ] || { echo "conformance: no JUnit report" >&2; exit 1; }
 echo "conformance: $(summary "$out/junit.xml")"
