@@ -28,8 +28,8 @@ func NewSnapshotter(nodeName string, invalid InvalidFunc) *Snapshotter {
 	}
 }
 
-// UpdateNode records the node's labels and addresses. A change of the zone
-// or addresses changes endpoint selection and rules for every service, so
+// UpdateNode records the node's labels, addresses and pod CIDRs. A change of the zone,
+// addresses or pod CIDRs changes endpoint selection and rules for every service, so
 // the next snapshot asks for a full sync. It reports whether it changed.
 func (s *Snapshotter) UpdateNode(node *v1.Node) bool {
 	if node == nil {
@@ -38,7 +38,7 @@ func (s *Snapshotter) UpdateNode(node *v1.Node) bool {
 	info := NodeInfoFromNode(node)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if info.Zone == s.node.Zone && slices.Equal(info.Addresses, s.node.Addresses) {
+	if info.Zone == s.node.Zone && slices.Equal(info.Addresses, s.node.Addresses) && slices.Equal(info.PodCIDRs, s.node.PodCIDRs) {
 		s.node.Labels = info.Labels
 		return false
 	}
@@ -57,6 +57,15 @@ func NodeInfoFromNode(node *v1.Node) NodeInfo {
 		}
 		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(info.Addresses, ip.Unmap()) {
 			info.Addresses = append(info.Addresses, ip.Unmap())
+		}
+	}
+	cidrs := node.Spec.PodCIDRs
+	if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
+		cidrs = []string{node.Spec.PodCIDR}
+	}
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			info.PodCIDRs = append(info.PodCIDRs, p.Masked())
 		}
 	}
 	return info

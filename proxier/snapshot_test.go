@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,6 +131,20 @@ func TestNodeInfoFromNode(t *testing.T) {
 	}
 	if got.Name != "node-a" || got.Zone != "z1" {
 		t.Errorf("NodeInfo = %+v", got)
+	}
+	n.Spec.PodCIDRs = []string{"10.244.1.7/24", "bogus", "fd00:10:244:1::/64"}
+	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+	if got := NodeInfoFromNode(n).PodCIDRs; !slices.Equal(got, want) {
+		t.Errorf("PodCIDRs = %v, want %v", got, want)
+	}
+	// A pod CIDR arriving later asks for a full sync.
+	s := NewSnapshotter("node-a", nil)
+	n.Spec.PodCIDRs = nil
+	s.UpdateNode(n)
+	s.Snapshot()
+	n.Spec.PodCIDRs = []string{"10.244.1.0/24"}
+	if !s.UpdateNode(n) {
+		t.Error("a new pod CIDR was not seen as a node change")
 	}
 }
 

@@ -125,6 +125,9 @@ type NodeInfo struct {
 	Zone      string
 	Labels    map[string]string
 	Addresses []netip.Addr
+	// PodCIDRs are the node's own pod CIDRs (spec.podCIDRs), masked; empty
+	// until the node has them.
+	PodCIDRs []netip.Prefix
 }
 
 // portString formats a port for logs and comments.

@@ -112,6 +112,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
 			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
+			nodePods:         nodePodCIDR(fam, st.Node.PodCIDRs),
 			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam),
 			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark()}
 		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
@@ -364,4 +365,14 @@ func (b *Backend) ProxyPort(name proxier.ServicePortName, family v1.IPFamily, ex
 		return 0, false
 	}
 	return s.port(), true
+}
+
+// nodePodCIDR is the node's pod CIDR of fam (invalid when none).
+func nodePodCIDR(fam v1.IPFamily, cidrs []netip.Prefix) netip.Prefix {
+	for _, p := range cidrs {
+		if familyOf(p.Addr()) == fam {
+			return p
+		}
+	}
+	return netip.Prefix{}
 }

@@ -22,6 +22,9 @@ type renderConfig struct {
 	hostIP netip.Addr
 	// clusterCIDR tells pod traffic apart; invalid when unknown.
 	clusterCIDR netip.Prefix
+	// nodePods is this node's own pod CIDR (Node spec.podCIDRs); invalid
+	// when the node has none.
+	nodePods netip.Prefix
 	// nodePortPrefixes restrict NodePorts (--nodeport-addresses); nil
 	// means every local address.
 	nodePortPrefixes []netip.Prefix
@@ -114,6 +117,19 @@ func (rs *ruleSet) internalDest(p *servicePlan, d dest) {
 	rs.redirect(p, d, netip.Prefix{}, internalTraffic, true, "")
 }
 
+// localPods are the pods whose traffic to external destinations is
+// short-circuited: this node's own when its pod CIDR is known, else every
+// pod (the cluster CIDR). A pod on another node reaching this node's
+// NodePort is external traffic, as upstream's e2e suite expects: the
+// kernel modes' short-circuit for it only ever "works" when the endpoint
+// answers through this node, and the proxy would always make it work.
+func (rc *renderConfig) localPods() netip.Prefix {
+	if rc.nodePods.IsValid() {
+		return rc.nodePods
+	}
+	return rc.clusterCIDR
+}
+
 // externalDest: traffic from outside reaches the external selection.
 // With externalTrafficPolicy Local, the node's own traffic and pod
 // traffic reach the internal selection instead (kube-proxy's short-circuit
@@ -124,12 +140,13 @@ func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
 	if p.sp.ExternalPolicyLocal {
 		hostKind, hostEPs = internalTraffic, p.internal
 	}
-	podsInternal := p.split && p.sp.ExternalPolicyLocal && rs.rc.clusterCIDR.IsValid() && len(p.internal) > 0
+	localPods := rs.rc.localPods()
+	podsInternal := p.split && p.sp.ExternalPolicyLocal && localPods.IsValid() && len(p.internal) > 0
 	for _, src := range sources(d.ranges) {
 		if len(hostEPs) > 0 {
 			rs.redirect(p, d, src, hostKind, true, "")
 		}
-		if pods, ok := intersect(src, rs.rc.clusterCIDR); podsInternal && ok {
+		if pods, ok := intersect(src, localPods); podsInternal && ok {
 			rs.redirect(p, d, pods, internalTraffic, false, "from pods")
 		}
 		if len(p.external) > 0 {

@@ -136,6 +136,19 @@ func TestRenderVariants(t *testing.T) {
 		},
 		not: []string{"--to-ports 40002"},
 	}, {
+		name: "eTP=Local, node pod CIDR known: only this node's pods are short-circuited",
+		rc: testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+			nodePods: netip.MustParsePrefix("10.244.1.0/24")}),
+		mod: func(st *proxier.State) {
+			n := spName("web", v1.ProtocolTCP)
+			st.Endpoints[n] = st.Endpoints[n][1:]
+		},
+		want: []string{
+			`-A KUBE-NODEPORT-CONTAINER -s 10.244.1.0/24 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`,
+			`-A KUBE-PORTALS-FILTER -p tcp -m comment --comment "ns/web:p nodePort has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP`,
+		},
+		not: []string{"-s 10.244.0.0/16"},
+	}, {
 		name: "IPv6: only IPv6 addresses, /128",
 		rc:   testRC(renderConfig{family: v1.IPv6Protocol, listenIP: netip.IPv6Unspecified(), hostIP: netip.MustParseAddr("2001:db8::10")}),
 		mod: func(st *proxier.State) {
