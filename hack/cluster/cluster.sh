@@ -30,8 +30,8 @@
 # NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
 # (16443), VERSION (switchyard's image tag; default git describe),
 # CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use),
-# DEPLOY (the directory switchyard is applied from: deploy, or deploy/init-only
-# for the split-privilege DaemonSet).
+# INIT_ONLY=1 (apply deploy/ with the split-privilege patch of
+# deploy/init-only/).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/cluster"
@@ -40,7 +40,6 @@ PREFIX=syk
 NODES="${NODES:-2}"
 MODE="${MODE:-iptables}"
 PROXY="${PROXY:-switchyard}"
-DEPLOY="${DEPLOY:-deploy}"
 NODE_NET=172.29.0
 CP_IP=172.29.0.1
 SERVICE_CIDR=10.96.0.0/16
@@ -161,7 +160,7 @@ deploy_switchyard() {
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-- $(realpath --relative-to="$ov" "$root/$DEPLOY")
+- $(realpath --relative-to="$ov" "$root/deploy")
 images:
 - name: localhost/switchyard
   newTag: "$VERSION"
@@ -171,6 +170,10 @@ EOF
   grep -q "^    mode: $MODE\$" "$ov/configmap-node.yaml" || die "could not set mode $MODE in the ConfigMap"
   grep -q "^      maxPerCore: 0\$" "$ov/configmap-node.yaml" || die "could not set conntrack.maxPerCore in the ConfigMap"
   printf 'patches:\n- path: configmap-node.yaml\n' >>"$ov/kustomization.yaml"
+  if [ "${INIT_ONLY:-}" = 1 ]; then
+    cp "$root/deploy/init-only/daemonset-init-only.yaml" "$ov/"
+    printf -- '- path: daemonset-init-only.yaml\n' >>"$ov/kustomization.yaml"
+  fi
   # Where the apiserver is, as an operator tells switchyard on a cluster
   # without kube-proxy (see deploy/daemonset.yaml).
   kc -n kube-system create configmap kubernetes-services-endpoint \
