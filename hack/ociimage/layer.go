@@ -69,14 +69,17 @@ func writeEntry(tw *tar.Writer, e Entry, mtime time.Time) error {
 		h.Typeflag, h.Linkname = tar.TypeSymlink, e.Source
 		return tw.WriteHeader(h)
 	}
-	data, err := os.ReadFile(e.Source)
-	if err != nil {
-		return fmt.Errorf("layer entry %s: %w", e.Path, err)
+	data := e.Data
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(e.Source); err != nil {
+			return fmt.Errorf("layer entry %s: %w", e.Path, err)
+		}
 	}
 	h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
-	_, err = tw.Write(data)
+	_, err := tw.Write(data)
 	return err
 }

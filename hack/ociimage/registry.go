@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -28,25 +27,12 @@ func RegistryLayer(w io.Writer, img v1.Image, image, tag string, mtime time.Time
 		return err
 	}
 	var entries []Entry
-	for p := range files {
-		entries = append(entries, Entry{Kind: File, Path: p, Mode: 0o644})
+	for p, data := range files {
+		entries = append(entries, Entry{Kind: File, Path: p, Mode: 0o644, Data: data})
 	}
 	tw := tar.NewWriter(w)
 	for _, e := range withParents(entries) {
-		h := &tar.Header{Name: strings.TrimPrefix(e.Path, "/"), Mode: e.Mode, ModTime: mtime, Format: tar.FormatPAX}
-		if e.Kind == Dir {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			continue
-		}
-		data := files[e.Path]
-		h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := tw.Write(data); err != nil {
+		if err := writeEntry(tw, e, mtime); err != nil {
 			return err
 		}
 	}

@@ -38,6 +38,7 @@ type Entry struct {
 	Kind   EntryKind
 	Path   string // absolute path in the image
 	Source string // File: host path; Symlink: link target
+	Data   []byte // File: the content itself, instead of Source
 	Mode   int64
 }
 

@@ -59,7 +59,7 @@ func (r *rawConfig) options() (*Options, error) {
 			Scheduler:  v.scheduler(),
 			TCPTimeout: r.IPVSTCPTimeout, TCPFinTimeout: r.IPVSTCPFinTimeout, UDPTimeout: r.IPVSUDPTimeout,
 			StrictARP:    r.IPVSStrictARP,
-			ExcludeCIDRs: v.cidrList("ipvs-exclude-cidrs", r.IPVSExcludeCIDRs),
+			ExcludeCIDRs: v.cidrList("ipvs-exclude-cidrs", r.IPVSExcludeCIDRs, ""),
 		},
 		UDPIdleTimeout:       r.UDPIdleTimeout,
 		UDPMaxSessions:       r.UserspaceUDPSessions,
@@ -178,16 +178,7 @@ func (v *validator) nodePortAddresses() ([]netip.Prefix, bool) {
 		}
 		return nil, true
 	}
-	var out []netip.Prefix
-	for _, e := range entries {
-		p, err := netip.ParsePrefix(strings.TrimSpace(e))
-		if err != nil {
-			v.fail("nodeport-addresses", e, "must be a CIDR or \"primary\": "+err.Error())
-			continue
-		}
-		out = append(out, p.Masked())
-	}
-	return out, false
+	return v.cidrList("nodeport-addresses", entries, `must be a CIDR or "primary": `), false
 }
 
 // bindAddress checks an "IP:port" listen address; a bare IP gets the
@@ -247,13 +238,14 @@ func (v *validator) nonNegative(flag string, d time.Duration) {
 	}
 }
 
-// cidrList parses a list flag of CIDRs (masked).
-func (v *validator) cidrList(flag string, list []string) []netip.Prefix {
+// cidrList parses a list flag of CIDRs (masked); hint starts the reason
+// of each error.
+func (v *validator) cidrList(flag string, list []string, hint string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range list {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
-			v.fail(flag, s, err.Error())
+			v.fail(flag, s, hint+err.Error())
 			continue
 		}
 		out = append(out, p.Masked())
