@@ -21,8 +21,15 @@ const sysctlRouteLocalnet = "net/ipv4/conf/all/route_localnet"
 // setupNode makes the kernel settings kube-proxy makes before it
 // programs anything: the conntrack tuning in every mode, and
 // route_localnet=1 when localhost NodePorts are on. procSys and module are
-// sysctl.Proc and sysctl.ConntrackModule outside tests.
-func setupNode(o *Options, procSys, module sysctl.Interface) error {
+// sysctl.Proc and sysctl.ConntrackModule outside tests, loadConntrack
+// conntrack.TriggerModuleLoad: unlike kube-proxy, switchyard has the kernel
+// load nf_conntrack when it is missing rather than fail.
+func setupNode(o *Options, procSys, module sysctl.Interface, loadConntrack func() error) error {
+	if o.Conntrack != (conntrack.Tuning{}) {
+		if err := conntrack.EnsureModule(procSys, loadConntrack); err != nil {
+			return fmt.Errorf("nf_conntrack is not loaded and loading it failed (modprobe nf_conntrack on the node): %w", err)
+		}
+	}
 	if err := conntrack.Tune(o.Conntrack, numCPU(), procSys, module); err != nil {
 		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
 	}
@@ -39,11 +46,16 @@ func setupNode(o *Options, procSys, module sysctl.Interface) error {
 	return nil
 }
 
+// setupThisNode is setupNode on the running kernel.
+func setupThisNode(o *Options) error {
+	return setupNode(o, sysctl.Proc, sysctl.ConntrackModule, conntrack.TriggerModuleLoad)
+}
+
 // initOnly is --init-only: the node settings, then exit. It needs no API
 // server: with --nodeport-addresses=primary localhost NodePorts are off
 // anyway, so the node's addresses do not matter here.
 func initOnly(o *Options) error {
-	if err := setupNode(o, sysctl.Proc, sysctl.ConntrackModule); err != nil {
+	if err := setupThisNode(o); err != nil {
 		return err
 	}
 	klog.InfoS("Node settings applied; exiting (--init-only)", "mode", o.Mode)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -57,10 +58,62 @@ func freshNamespace() (*sysctl.Fake, *sysctl.Fake) {
 	return proc, sysctl.NewFake(map[string]int{"hashsize": 262144})
 }
 
+// loadedAlready is the module loader of a node where nf_conntrack is
+// loaded: it must not be called.
+func loadedAlready(t *testing.T) func() error {
+	return func() error {
+		t.Error("nf_conntrack loader called while the module was loaded")
+		return nil
+	}
+}
+
+// TestSetupNodeLoadsConntrack: on a node where nf_conntrack is not loaded
+// (no conntrack sysctls at all) the loader runs before the tuning, and the
+// tuning goes on once the sysctls appear; kube-proxy fails there.
+func TestSetupNodeLoadsConntrack(t *testing.T) {
+	o := defaultOptions()
+	loaded, module := freshNamespace()
+	proc := sysctl.NewFake(map[string]int{sysctlRouteLocalnet: 0})
+	calls := 0
+	load := func() error {
+		calls++
+		for k, v := range loaded.Values {
+			proc.Values[k] = v
+		}
+		return nil
+	}
+	if err := setupNode(o, proc, module, load); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || proc.Values["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] != 3600 {
+		t.Errorf("loader calls = %d, close_wait = %d; want 1 and 3600", calls, proc.Values["net/netfilter/nf_conntrack_tcp_timeout_close_wait"])
+	}
+
+	// A loader that fails, or one after which the sysctls are still
+	// missing, stops the daemon with a hint.
+	for name, load := range map[string]func() error{
+		"fails":     func() error { return errors.New("EPERM") },
+		"no effect": func() error { return nil },
+	} {
+		proc := sysctl.NewFake(map[string]int{sysctlRouteLocalnet: 0})
+		err := setupNode(o, proc, module, load)
+		if err == nil || !strings.Contains(err.Error(), "modprobe nf_conntrack") {
+			t.Errorf("loader %s: err = %v, want the modprobe hint", name, err)
+		}
+	}
+
+	// Without any conntrack tuning nothing needs the module.
+	o.Conntrack = conntrack.Tuning{}
+	o.LocalhostNodePorts = false
+	if err := setupNode(o, sysctl.NewFake(nil), module, loadedAlready(t)); err != nil {
+		t.Errorf("no tuning: %v", err)
+	}
+}
+
 func TestSetupNodeDefaults(t *testing.T) {
 	o := defaultOptions()
 	proc, module := freshNamespace()
-	if err := setupNode(o, proc, module); err != nil {
+	if err := setupNode(o, proc, module, loadedAlready(t)); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -78,7 +131,7 @@ func TestSetupNodeNFTablesLeavesRouteLocalnet(t *testing.T) {
 	o.Mode = ModeNFTables
 	o.Conntrack = conntrack.Tuning{}
 	proc, module := freshNamespace()
-	if err := setupNode(o, proc, module); err != nil {
+	if err := setupNode(o, proc, module, loadedAlready(t)); err != nil {
 		t.Fatal(err)
 	}
 	if len(proc.Writes) != 0 {
@@ -90,14 +143,14 @@ func TestSetupNodeErrors(t *testing.T) {
 	o := defaultOptions()
 	proc, module := freshNamespace()
 	proc.ReadOnly["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] = true
-	err := setupNode(o, proc, module)
+	err := setupNode(o, proc, module, loadedAlready(t))
 	if err == nil || !strings.HasPrefix(err.Error(), "could not set conntrack parameters from kube-proxy configuration: setting net/netfilter/nf_conntrack_tcp_timeout_close_wait to 3600") {
 		t.Fatalf("read-only close-wait: %v", err)
 	}
 	o.Conntrack = conntrack.Tuning{TCPCloseWaitTimeout: time.Hour}
 	proc, module = freshNamespace()
 	proc.ReadOnly[sysctlRouteLocalnet] = true
-	if err := setupNode(o, proc, module); err == nil || !strings.Contains(err.Error(), "--iptables-localhost-nodeports=false") {
+	if err := setupNode(o, proc, module, loadedAlready(t)); err == nil || !strings.Contains(err.Error(), "--iptables-localhost-nodeports=false") {
 		t.Fatalf("read-only route_localnet: %v", err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/internal/sysctl"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -47,7 +46,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
 		return err
 	}
-	if err := setupNode(o, sysctl.Proc, sysctl.ConntrackModule); err != nil {
+	if err := setupThisNode(o); err != nil {
 		return err
 	}
 	reg, m := newMetrics(o)
