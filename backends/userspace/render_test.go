@@ -93,8 +93,8 @@ COMMIT
 func TestRenderGolden(t *testing.T) {
 	st := renderState()
 	rc := testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
-		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})
-	got := string(render(rc, planFamily(st, v1.IPv4Protocol), renderPorts(v1.IPv4Protocol)))
+		hostIP: netip.MustParseAddr("192.168.0.10"), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	got := string(render(rc, planFamily(st, v1.IPv4Protocol, false), renderPorts(v1.IPv4Protocol)))
 	if d := cmp.Diff(strings.Split(renderGolden, "\n"), strings.Split(got, "\n")); d != "" {
 		t.Errorf("render (-want +got):\n%s", d)
 	}
@@ -124,7 +124,7 @@ func TestRenderVariants(t *testing.T) {
 		not:  []string{"from pods"},
 	}, {
 		name: "eTP=Local without local endpoints: external traffic dropped, pods and node still served",
-		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}),
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")}}),
 		mod: func(st *proxier.State) {
 			n := spName("web", v1.ProtocolTCP)
 			st.Endpoints[n] = st.Endpoints[n][1:]
@@ -137,7 +137,7 @@ func TestRenderVariants(t *testing.T) {
 		not: []string{"--to-ports 40002"},
 	}, {
 		name: "eTP=Local, node pod CIDR known: only this node's pods are short-circuited",
-		rc: testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		rc: testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")},
 			nodePods: netip.MustParsePrefix("10.244.1.0/24")}),
 		mod: func(st *proxier.State) {
 			n := spName("web", v1.ProtocolTCP)
@@ -170,7 +170,7 @@ func TestRenderVariants(t *testing.T) {
 			if tc.mod != nil {
 				tc.mod(st)
 			}
-			got := string(render(tc.rc, planFamily(st, tc.rc.family), renderPorts(tc.rc.family)))
+			got := string(render(tc.rc, planFamily(st, tc.rc.family, false), renderPorts(tc.rc.family)))
 			lines := strings.Split(got, "\n")
 			for _, w := range tc.want {
 				if !contains(lines, w) {

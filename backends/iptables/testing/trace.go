@@ -21,7 +21,9 @@ type Packet struct {
 	// LOCAL" matches them and loopback addresses.
 	NodeIPs []netip.Addr
 	// InInterface and OutInterface feed -i / -o; rules that use them fail
-	// the trace while these are empty.
+	// the trace while these are empty, except -i for a Local packet: the
+	// node's own packets have no input interface ("-i X" never matches
+	// them, "! -i X" always does).
 	InInterface, OutInterface string
 	// Mark is the packet's fwmark when it enters.
 	Mark uint32

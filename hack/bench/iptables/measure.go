@@ -79,10 +79,10 @@ const lockWaitSeconds = 120
 // backendConfig is the backend configuration every run uses.
 func backendConfig(r runner.Interface, chunkRules int) iptables.Config {
 	return iptables.Config{
-		Families:     []v1.IPFamily{v1.IPv4Protocol},
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		Runner:       r,
-		ChunkRules:   chunkRules,
+		Families:      []v1.IPFamily{v1.IPv4Protocol},
+		LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")),
+		Runner:        r,
+		ChunkRules:    chunkRules,
 	}
 }
 
