@@ -149,6 +149,13 @@ func TestRenderVariants(t *testing.T) {
 		},
 		not: []string{"-s 10.244.0.0/16"},
 	}, {
+		name: "InterfaceNamePrefix: pods are told by their input interface",
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{Interface: "cali", Prefix: true}}),
+		want: []string{
+			`-A KUBE-NODEPORT-CONTAINER -i cali+ -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`,
+		},
+		not: []string{"-s 10.244.0.0/16"},
+	}, {
 		name: "IPv6: only IPv6 addresses, /128",
 		rc:   testRC(renderConfig{family: v1.IPv6Protocol, listenIP: netip.IPv6Unspecified(), hostIP: netip.MustParseAddr("2001:db8::10")}),
 		mod: func(st *proxier.State) {
@@ -170,7 +177,7 @@ func TestRenderVariants(t *testing.T) {
 			if tc.mod != nil {
 				tc.mod(st)
 			}
-			got := string(render(tc.rc, planFamily(st, tc.rc.family, false), renderPorts(tc.rc.family)))
+			got := string(render(tc.rc, planFamily(st, tc.rc.family, tc.rc.local.ByInterface()), renderPorts(tc.rc.family)))
 			lines := strings.Split(got, "\n")
 			for _, w := range tc.want {
 				if !contains(lines, w) {
@@ -217,6 +224,25 @@ func TestIntersect(t *testing.T) {
 	for _, tc := range tests {
 		if got, ok := intersect(tc.a, tc.b); got != tc.want || ok != tc.ok {
 			t.Errorf("intersect(%v, %v) = %v, %v; want %v, %v", tc.a, tc.b, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestPlanSplitsByInterface: with an interface detector an
+// externalTrafficPolicy Local port always gets an external socket of its
+// own (the only one that dials from client addresses), even when both
+// policies are Local; the "-i" rules keep pods off it.
+func TestPlanSplitsByInterface(t *testing.T) {
+	st := renderState()
+	n := spName("web", v1.ProtocolTCP)
+	sp := *st.Services[n]
+	sp.InternalPolicyLocal, sp.ExternalPolicyLocal = true, true
+	st.Services[n] = &sp
+	for _, byIface := range []bool{false, true} {
+		for _, p := range planFamily(st, v1.IPv4Protocol, byIface) {
+			if p.sp.Name == n && p.split != byIface {
+				t.Errorf("byIface=%v: iTP=eTP=Local port split=%v", byIface, p.split)
+			}
 		}
 	}
 }
