@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // Packet is the first packet of a NEW connection to trace.
