@@ -82,17 +82,7 @@ func (r *rawConfig) options() (*Options, error) {
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	o.FeatureGates = v.featureGates(o.Mode)
 	v.durations()
-	if r.UserspaceUDPSessions < 0 {
-		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
-	}
-	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
-	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
-	if r.OOMScoreAdj < -1000 || r.OOMScoreAdj > 1000 {
-		v.fail("oom-score-adj", strconv.Itoa(int(r.OOMScoreAdj)), "must be within the range [-1000, 1000]")
-	}
-	if r.KubeAPIBurst < 0 {
-		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
-	}
+	v.counts()
 	if err := errors.Join(v.errs...); err != nil {
 		return nil, err
 	}
@@ -342,4 +332,20 @@ func fieldOf(flag string) string {
 		}
 	}
 	return "--" + flag
+}
+
+// counts checks the integer settings that have a range.
+func (v *validator) counts() {
+	r := v.raw
+	if r.UserspaceUDPSessions < 0 {
+		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
+	}
+	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
+	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
+	if r.OOMScoreAdj < -1000 || r.OOMScoreAdj > 1000 {
+		v.fail("oom-score-adj", strconv.Itoa(int(r.OOMScoreAdj)), "must be within the range [-1000, 1000]")
+	}
+	if r.KubeAPIBurst < 0 {
+		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
+	}
 }
