@@ -48,7 +48,7 @@ func New(cfg Config) (*Backend, error) {
 	b.reset()
 	b.static = map[v1.IPFamily]staticRules{}
 	for _, f := range cfg.families() {
-		b.static[f] = renderStatic(&b.cfg, f)
+		b.static[f] = renderStatic(&b.cfg, f, cfg.LocalDetector.Match(f, proxier.NodeInfo{}))
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(newCollector(cfg.IPVS)); err != nil {
@@ -78,6 +78,11 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	defer b.mu.Unlock()
 	contexts := b.renderContexts(state)
 	moved := b.nodeAddrsChanged(contexts) // always record them
+	for _, f := range b.cfg.families() {
+		// NodeCIDR local-traffic detection follows the node's pod CIDRs;
+		// a changed payload is restored like any other change.
+		b.static[f] = renderStatic(&b.cfg, f, b.cfg.LocalDetector.Match(f, state.Node))
+	}
 	full := diff == nil || diff.Full || !b.synced || b.failed || moved
 	t := b.render(state, diff, contexts, full)
 	st, err := b.apply(ctx, t, full)

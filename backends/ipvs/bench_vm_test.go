@@ -62,7 +62,7 @@ func TestKernelSyncBench(t *testing.T) {
 	}
 	defer k.Close()
 	for _, n := range []int{1000, 10000} {
-		b, err := sy.New(sy.Config{Kernel: k, ClusterCIDRs: []netip.Prefix{clusterCIDR}})
+		b, err := sy.New(sy.Config{Kernel: k, LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -100,7 +100,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		npAddrs = nil
 	}
 	for _, fam := range b.cfg.Families {
-		plans[fam] = planFamily(st, fam)
+		plans[fam] = planFamily(st, fam, b.cfg.LocalDetector.Match(fam, st.Node).ByInterface())
 		addSpecs(specs, plans[fam], b.insideOf(fam, st))
 		sentinelKeys(sentinels, plans[fam], npAddrs[fam])
 	}
@@ -111,7 +111,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
-			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
+			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), local: b.cfg.LocalDetector.Match(fam, st.Node),
 			nodePods:         nodePodCIDR(fam, st.Node.PodCIDRs),
 			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam),
 			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark()}
