@@ -108,6 +108,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		return proxier.SyncResult{}, err
 	}
 	ports := b.portsLocked()
+	b.openEarlySentinelsLocked(sentinels)
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
@@ -133,6 +134,19 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	// The rules in force no longer lead to the flushed ports; a failed
 	// flush is retried by the next sync.
 	return res, b.flushLocked()
+}
+
+// openEarlySentinelsLocked opens the UDP sentinels that may precede the
+// rules (earlySentinels), releasing their NodePorts' holders first.
+func (b *Backend) openEarlySentinelsLocked(want map[sentinelKey]string) {
+	early := b.earlySentinels(want)
+	if len(early) == 0 {
+		return
+	}
+	b.dropHoldsLocked(func(k holdKey) bool {
+		return sentinelHolds(k, func(sk sentinelKey) bool { _, ok := early[sk]; return ok })
+	})
+	b.openSentinelsLocked(early)
 }
 
 // syncFamilyLocked applies one family's payload, fully when diff asks for

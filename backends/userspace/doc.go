@@ -101,7 +101,11 @@
 // with Config.MasqueradeBit, except eTP=Local external traffic). The
 // kernel closes the sentinels with the process, so the fallback serves
 // at once; a new daemon opens its sentinels only after writing rules for
-// its new proxy ports. Flows the fallback DNATed are never marked
+// its new proxy ports. Later, a new UDP service's sentinel opens before
+// the rules that REDIRECT to it (only this daemon's rules are in the
+// kernel then, so a datagram marked early is dropped by the sentinel, not
+// misrouted), so no datagram takes the fallback, which has no session
+// affinity, in between (sentinel.go, earlySentinels). Flows the fallback DNATed are never marked
 // (`--ctstate DNAT` RETURN), so they stay on their endpoint. Close
 // (SIGTERM) closes the sentinels first and lets relayed connections
 // finish (Config.ShutdownGrace). Measured (e2e, a new connection every
