@@ -74,21 +74,33 @@ func attrs(m netlink.Message) (*netlink.AttributeDecoder, error) {
 	return ad, err
 }
 
-// names collects one string attribute from every answer.
-func names(msgs []netlink.Message, typ uint16) ([]string, error) {
+// names collects one string attribute (typ) from every answer whose
+// table attribute (tableAttr) is table. The kernel does not filter every
+// dump by the table the request names: a chain dump returns the chains
+// of every table of the family (iptables-nft's filter, nat and mangle,
+// where the kubelet keeps KUBE-IPTABLES-HINT and KUBE-KUBELET-CANARY), so
+// each answer is checked here.
+func names(msgs []netlink.Message, tableAttr uint16, table string, typ uint16) ([]string, error) {
 	var out []string
 	for _, m := range msgs {
 		ad, err := attrs(m)
 		if err != nil {
 			return nil, err
 		}
+		var name, owner string
 		for ad.Next() {
-			if ad.Type() == typ {
-				out = append(out, ad.String())
+			switch ad.Type() {
+			case typ:
+				name = ad.String()
+			case tableAttr:
+				owner = ad.String()
 			}
 		}
 		if err := ad.Err(); err != nil {
 			return nil, err
+		}
+		if owner == table && name != "" {
+			out = append(out, name)
 		}
 	}
 	return out, nil
@@ -106,14 +118,14 @@ func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table s
 	var objs TableObjects
 	msgs, err := n.request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
 	if err == nil {
-		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_NAME)
+		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_TABLE, table, unix.NFTA_CHAIN_NAME)
 	}
 	if err != nil {
 		return objs, true, fmt.Errorf("list chains: %w", err)
 	}
 	msgs, err = n.request(unix.NFT_MSG_GETSET, fam, true, strAttr(unix.NFTA_SET_TABLE, table))
 	if err == nil {
-		objs.Sets, err = names(msgs, unix.NFTA_SET_NAME)
+		objs.Sets, err = names(msgs, unix.NFTA_SET_TABLE, table, unix.NFTA_SET_NAME)
 	}
 	if err != nil {
 		return objs, true, fmt.Errorf("list sets: %w", err)
@@ -135,7 +147,7 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 	if err != nil {
 		return c, fmt.Errorf("list rules: %w", err)
 	}
-	chains, err := names(msgs, unix.NFTA_RULE_CHAIN)
+	chains, err := names(msgs, unix.NFTA_RULE_TABLE, table, unix.NFTA_RULE_CHAIN)
 	if err != nil {
 		return c, err
 	}
