@@ -89,8 +89,11 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	full := diff == nil || diff.Full || !b.synced || b.failed || moved
 	fps := b.readFingerprints(ctx)
 	var dmg *damage // nil: not verified (verify.go)
+	var verifyTook time.Duration
 	if !full && b.verifyDue(diff) {
+		start := b.clock.Now()
 		dmg = b.verify(ctx, fps)
+		verifyTook = b.clock.Since(start)
 	}
 	t := b.render(state, diff, contexts, full)
 	dmg.widen(t)
@@ -108,7 +111,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	b.countRepairs(dmg)
 	klog.V(2).InfoS("IPVS sync done", append([]any{"full", full, "verified", dmg != nil, "repaired", dmg.any(),
 		"virtualServersChecked", st.servers, "ipsetLines", st.setLines, "iptablesWritten", st.iptables,
-		"draining", b.graceful.len()}, st.took...)...)
+		"draining", b.graceful.len(), "verifyTook", verifyTook}, st.took...)...)
 	return proxier.SyncResult{Full: full}, nil
 }
 

@@ -37,11 +37,20 @@ type IPVS interface {
 // TableEntry is one virtual server as ReadTable returns it. The
 // Service has its key, scheduler, persistence flag and timeout;
 // /proc/net/ip_vs does not show a fwmark service's family, so
-// AddressFamily is 0 for those. Each Destination has its address, port,
-// forwarding method, weight and connection counts.
+// AddressFamily is 0 for those.
 type TableEntry struct {
 	Service *ipvs.Service
-	Dests   []*ipvs.Destination
+	Dests   []TableDest
+}
+
+// TableDest is one real server as ReadTable returns it (plain values:
+// a table holds a real server per endpoint of every service).
+type TableDest struct {
+	Addr    netip.AddrPort
+	Forward uint32 // ipvs.ConnectionFlagFwdMask bits: ipvs.ConnectionFlagMasq, ...
+	Weight  int
+	// Active and Inactive are the connection counts.
+	Active, Inactive int
 }
 
 // ErrLinkNotFound is returned (wrapped) by Netlink for a missing link.

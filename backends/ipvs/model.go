@@ -123,6 +123,11 @@ func (m *model) drop(k portKey, old, next *portRender, t *touched) {
 // misconfiguration), the first port by name wins, deterministically.
 func (m *model) server(k vsKey) *virtualServer {
 	own := m.owners[k]
+	if len(own) == 1 { // the usual case: no port names to compare
+		for _, v := range own {
+			return v
+		}
+	}
 	var best *virtualServer
 	bestKey := ""
 	for pk, v := range own {

@@ -39,25 +39,58 @@ func (l *lockedIPVS) ReadTable() ([]TableEntry, error) {
 //	FWM  00010000 rr
 func parseProcTable(data []byte) ([]TableEntry, error) {
 	var out []TableEntry
-	for i, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
+	var dests []TableDest // every real server; each entry gets its part
+	var first []int       // index in dests of each entry's first one
+	var f [8]string       // fields of one line, without allocating
+	text := string(data)
+	for n := 1; len(text) > 0; n++ {
+		line, rest, _ := strings.Cut(text, "\n")
+		text = rest
+		k := fields(line, &f)
 		switch {
-		case len(f) >= 6 && f[0] == "->" && len(out) > 0:
-			d, err := parseProcDest(f)
+		case k >= 6 && f[0] == "->" && len(out) > 0:
+			d, err := parseProcDest(f[:k])
 			if err != nil {
-				return nil, fmt.Errorf("/proc/net/ip_vs line %d: %w", i+1, err)
+				return nil, fmt.Errorf("/proc/net/ip_vs line %d: %w", n, err)
 			}
-			e := &out[len(out)-1]
-			e.Dests = append(e.Dests, d)
-		case len(f) >= 3 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP" || f[0] == "FWM"):
-			s, err := parseProcService(f)
+			dests = append(dests, d)
+		case k >= 3 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP" || f[0] == "FWM"):
+			s, err := parseProcService(f[:k])
 			if err != nil {
-				return nil, fmt.Errorf("/proc/net/ip_vs line %d: %w", i+1, err)
+				return nil, fmt.Errorf("/proc/net/ip_vs line %d: %w", n, err)
 			}
 			out = append(out, TableEntry{Service: s})
+			first = append(first, len(dests))
 		}
 	}
+	for i := range out {
+		end := len(dests)
+		if i+1 < len(out) {
+			end = first[i+1]
+		}
+		out[i].Dests = dests[first[i]:end:end]
+	}
 	return out, nil
+}
+
+// fields splits line at blanks into f (at most len(f) fields) and returns
+// how many it found: strings.Fields would allocate for each of the ~110k
+// lines of a 10k-service table.
+func fields(line string, f *[8]string) int {
+	k := 0
+	for k < len(f) {
+		line = strings.TrimLeft(line, " \t")
+		if line == "" {
+			break
+		}
+		i := strings.IndexAny(line, " \t")
+		if i < 0 {
+			i = len(line)
+		}
+		f[k], line = line[:i], line[i:]
+		k++
+	}
+	return k
 }
 
 func parseProcService(f []string) (*ipvs.Service, error) {
@@ -90,22 +123,31 @@ func parseProcService(f []string) (*ipvs.Service, error) {
 }
 
 // parseProcDest reads "-> ADDR:PORT FORWARD WEIGHT ACTIVE INACTIVE".
-func parseProcDest(f []string) (*ipvs.Destination, error) {
+func parseProcDest(f []string) (TableDest, error) {
 	ap, err := parseProcAddrPort(f[1])
 	if err != nil {
-		return nil, err
+		return TableDest{}, err
 	}
 	var n [3]int
 	for j := range n {
 		if n[j], err = strconv.Atoi(f[3+j]); err != nil {
-			return nil, fmt.Errorf("real server %s: %w", ap, err)
+			return TableDest{}, fmt.Errorf("real server %s: %w", ap, err)
 		}
 	}
-	fwd := map[string]uint32{"Masq": ipvs.ConnectionFlagMasq, "Local": ipvs.ConnectionFlagLocalNode,
-		"Tunnel": ipvs.ConnectionFlagTunnel, "Route": ipvs.ConnectionFlagDirectRoute}[f[2]]
-	d := destination(ap, n[0])
-	d.ConnectionFlags, d.ActiveConnections, d.InactiveConnections = fwd, n[1], n[2]
-	return d, nil
+	return TableDest{Addr: ap, Forward: forwardFlag(f[2]), Weight: n[0], Active: n[1], Inactive: n[2]}, nil
+}
+
+// forwardFlag maps the forwarding method the kernel prints to its flag.
+func forwardFlag(name string) uint32 {
+	switch name {
+	case "Local":
+		return ipvs.ConnectionFlagLocalNode
+	case "Tunnel":
+		return ipvs.ConnectionFlagTunnel
+	case "Route":
+		return ipvs.ConnectionFlagDirectRoute
+	}
+	return ipvs.ConnectionFlagMasq
 }
 
 // parseProcAddrPort reads "0A60000A:0050" or "[fd00:...:000a]:0035".

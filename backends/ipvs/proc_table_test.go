@@ -34,12 +34,12 @@ func TestParseProcTable(t *testing.T) {
 		t.Errorf("first service %+v (key %v)", got[0].Service, k)
 	}
 	d := got[0].Dests
-	if len(d) != 2 || d[0].Weight != 1 || d[0].ActiveConnections != 2 || d[0].InactiveConnections != 3 ||
-		d[1].Weight != 0 || d[0].ConnectionFlags != ipvs.ConnectionFlagMasq {
+	if len(d) != 2 || d[0].Weight != 1 || d[0].Active != 2 || d[0].Inactive != 3 ||
+		d[1].Weight != 0 || d[0].Forward != ipvs.ConnectionFlagMasq {
 		t.Errorf("real servers %+v", d)
 	}
-	if ap, _ := destKey(d[1]); ap != netip.MustParseAddrPort("10.244.2.3:8080") {
-		t.Errorf("second real server %v", ap)
+	if d[1].Addr != netip.MustParseAddrPort("10.244.2.3:8080") {
+		t.Errorf("second real server %v", d[1].Addr)
 	}
 	if k, ok := keyOf(got[1].Service); !ok || k.String() != "UDP/[fd00:10:96::a]:53" || len(got[1].Dests) != 1 {
 		t.Errorf("IPv6 service %v %+v", k, got[1])

@@ -205,8 +205,11 @@ func dialRefused(ns string, src netip.Addr, dst string) error {
 }
 
 // inNode runs a command in the node namespace (as an operator would).
-func inNode(args ...string) error {
-	return kerneltest.InNetns(nsNode, func() error {
+func inNode(args ...string) error { return inNS(nsNode, args...) }
+
+// inNS runs a command in a namespace.
+func inNS(ns string, args ...string) error {
+	return kerneltest.InNetns(ns, func() error {
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)

@@ -136,22 +136,29 @@ func (b *Backend) verifyDue(diff *proxier.Diff) bool {
 // next check retries, and a repair would fail the same way.
 func (b *Backend) verify(ctx context.Context, fps map[v1.IPFamily]fingerprint) *damage {
 	d := newDamage()
-	for _, f := range b.cfg.families() {
-		b.verifyIPTables(ctx, f, fps[f], d)
-	}
 	checks := []struct {
 		what string
 		fn   func() error
 	}{
+		{"iptables", func() error {
+			for _, f := range b.cfg.families() {
+				b.verifyIPTables(ctx, f, fps[f], d)
+			}
+			return nil
+		}},
 		{"ipsets", func() error { return b.verifySets(ctx, d) }},
 		{"kube-ipvs0", func() error { return b.verifyAddresses(d) }},
 		{"IPVS table", func() error { return b.verifyServers(d) }},
 	}
+	var took []any
 	for _, c := range checks {
+		start := b.clock.Now()
 		if err := c.fn(); err != nil {
 			klog.V(2).InfoS("Cannot verify IPVS mode kernel state; will retry", "what", c.what, "err", err)
 		}
+		took = append(took, c.what, b.clock.Since(start))
 	}
+	klog.V(2).InfoS("Verified IPVS mode kernel state", took...)
 	for _, k := range d.sortedKinds() {
 		klog.InfoS("IPVS mode kernel state changed outside switchyard; repairing it in this sync",
 			"kind", k.kind, "family", familyLabel(k.family), "differences", len(d.found[k]), "found", firstN(d.found[k], 5))

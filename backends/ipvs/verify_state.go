@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/moby/ipvs"
@@ -177,26 +178,22 @@ func (b *Backend) serverDifferences(want *virtualServer, have TableEntry) (strin
 	if s.SchedName != want.Scheduler || persistent != (want.Timeout > 0) || (persistent && s.Timeout != want.Timeout) {
 		return kindVirtualServer, []string{fmt.Sprintf("virtual server %s has scheduler %s, persistence %d s", want.Key, s.SchedName, s.Timeout)}
 	}
-	kernel := map[netip.AddrPort]*ipvs.Destination{}
-	for _, dst := range have.Dests {
-		if ap, ok := destKey(dst); ok {
-			kernel[ap] = dst
-		}
-	}
 	var found []string
 	for _, ap := range want.Dests {
-		dst, ok := kernel[ap]
-		delete(kernel, ap)
+		i := slices.IndexFunc(have.Dests, func(d TableDest) bool { return d.Addr == ap })
 		switch {
-		case !ok:
+		case i < 0:
 			found = append(found, fmt.Sprintf("real server %s of %s is gone", ap, want.Key))
-		case dst.Weight != 1 || dst.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq:
-			found = append(found, fmt.Sprintf("real server %s of %s has weight %d", ap, want.Key, dst.Weight))
+		case have.Dests[i].Weight != 1 || have.Dests[i].Forward&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq:
+			found = append(found, fmt.Sprintf("real server %s of %s has weight %d", ap, want.Key, have.Dests[i].Weight))
 		}
 	}
-	for ap, dst := range kernel {
-		if dst.Weight != 0 {
-			found = append(found, fmt.Sprintf("real server %s of %s was not written", ap, want.Key))
+	if len(have.Dests) == len(want.Dests) && len(found) == 0 {
+		return kindRealServer, nil // same count, every wanted one there: nothing else
+	}
+	for _, d := range have.Dests {
+		if _, ok := slices.BinarySearchFunc(want.Dests, d.Addr, netip.AddrPort.Compare); !ok && d.Weight != 0 {
+			found = append(found, fmt.Sprintf("real server %s of %s was not written", d.Addr, want.Key))
 		}
 	}
 	return kindRealServer, found

@@ -136,7 +136,8 @@ func (f *FakeIPVS) ReadTable() ([]sy.TableEntry, error) {
 			e.Service.AddressFamily = 0
 		}
 		for _, d := range sortedDests(s) {
-			e.Dests = append(e.Dests, copyDest(d))
+			e.Dests = append(e.Dests, sy.TableDest{Addr: destAddrPort(d), Forward: d.ConnectionFlags & ipvs.ConnectionFlagFwdMask,
+				Weight: d.Weight, Active: d.ActiveConnections, Inactive: d.InactiveConnections})
 		}
 		out = append(out, e)
 	}
