@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moby/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -372,5 +373,29 @@ func TestVerifyReadsNoRulesWhileTheFingerprintHolds(t *testing.T) {
 	e.sync(verifySync())
 	if fr.reads != 0 {
 		t.Errorf("verification after the repair read the rules %d times", fr.reads)
+	}
+}
+
+// TestPartialSyncVerifiesOnceTheCheckIsOld: changes that keep arriving
+// postpone the periodic sync, so a partial sync verifies once the last
+// check is older than Config.VerifyInterval, and not before.
+func TestPartialSyncVerifiesOnceTheCheckIsOld(t *testing.T) {
+	e := newEnv(t, func(c *sy.Config) { c.VerifyInterval = 20 * time.Second })
+	web := e.svc("web", "10.96.0.10", 80)
+	e.eps(web, "10.244.1.2:8080", "10.244.2.3:8080@")
+	e.sync(nil)
+	key := tcpService("10.96.0.10", 80)
+	if err := e.k.IPVS.DelDestination(key, &ipvs.Destination{Address: netip.MustParseAddr("10.244.2.3").AsSlice(), Port: 8080}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(19 * time.Second)
+	e.sync(changed())
+	if got := e.reals("TCP/10.96.0.10:80"); len(got) != 1 {
+		t.Fatalf("a partial sync 19 s after the last check verified: real servers %v", got)
+	}
+	e.clock.Step(time.Second)
+	e.sync(changed())
+	if got := e.reals("TCP/10.96.0.10:80"); len(got) != 2 {
+		t.Errorf("a partial sync 20 s after the last check did not repair: real servers %v", got)
 	}
 }
