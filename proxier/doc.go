@@ -6,6 +6,9 @@
 // immutable State plus a Diff naming what changed since the last sync. The
 // shared, pure endpoint selection (SelectEndpoints) decides which endpoints
 // each kind of traffic may reach, so every backend has the same semantics.
+// Local-traffic detection (kube-proxy's --detect-local-mode) is one
+// decision too: a LocalDetector, resolved per IP family and node into the
+// LocalMatch each backend renders.
 // A Backend renders and applies a State; the SyncRunner decides when:
 // paced by what syncs cost (a budget of wall time, a short holdoff after a
 // quiet spell, an optional floor), with a periodic verifying sync, an

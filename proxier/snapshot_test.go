@@ -146,6 +146,11 @@ func TestNodeInfoFromNode(t *testing.T) {
 	if !s.UpdateNode(n) {
 		t.Error("a new pod CIDR was not seen as a node change")
 	}
+	// NodeCIDR local-traffic detection renders from State.Node.PodCIDRs:
+	// the full sync carries the new ones.
+	if st, diff := s.Snapshot(); !diff.Full || DetectByNodeCIDR().Match(v1.IPv4Protocol, st.Node).CIDR != want[0] {
+		t.Errorf("after a pod CIDR change: Full=%v, NodeCIDR match %v", diff.Full, DetectByNodeCIDR().Match(v1.IPv4Protocol, st.Node))
+	}
 }
 
 func newDiff() *Diff {

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -121,6 +121,9 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 		return true, "requested"
 	case !slices.Equal(f.prev.node, nodeAddrs(nodeOf(state), f.fc.family)):
 		return true, "node addresses changed"
+	case f.prev.local != f.fc.localDetector.Match(f.fc.family, nodeOf(state)):
+		// NodeCIDR mode: the node's pod CIDRs arrived or changed.
+		return true, "local-traffic match changed"
 	}
 	if !b.verify.due(diff, f.verifiedAt) {
 		// Canary and chain checks run on periodic syncs only: on legacy

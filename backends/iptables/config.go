@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -27,10 +27,11 @@ type Config struct {
 	// Families are the IP families to program, one render and one set of
 	// restores each. Empty means IPv4 only.
 	Families []v1.IPFamily
-	// ClusterCIDRs are the pod CIDRs (--cluster-cidr), used to tell pod
-	// traffic from other traffic. Only the first prefix of each family
-	// decides masquerading, as kube-proxy's ClusterCIDR local detector.
-	ClusterCIDRs []netip.Prefix
+	// LocalDetector tells pod ("local") traffic from other traffic
+	// (--detect-local-mode): the rules render its match for each family
+	// and node (proxier.LocalDetector.Match), as kube-proxy's local
+	// traffic detectors.
+	LocalDetector proxier.LocalDetector
 	// MasqueradeAll SNATs all traffic sent via a cluster IP.
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit that flags packets for SNAT
@@ -73,7 +74,7 @@ type Config struct {
 // familyConfig is the part of Config one family's render needs.
 type familyConfig struct {
 	family             v1.IPFamily
-	clusterCIDR        netip.Prefix // invalid when none of this family
+	localDetector      proxier.LocalDetector
 	masqueradeAll      bool
 	masqueradeMark     string // "0x4000"
 	nodePortAddresses  []netip.Prefix
@@ -93,6 +94,9 @@ func (c *Config) validate() error {
 		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
 			return fmt.Errorf("iptables backend: unknown IP family %q", f)
 		}
+	}
+	if err := c.LocalDetector.Validate(); err != nil {
+		return fmt.Errorf("iptables backend: local-traffic detection: %w", err)
 	}
 	if c.ChunkRules < 0 {
 		return fmt.Errorf("iptables backend: negative chunk size %d", c.ChunkRules)
@@ -127,12 +131,7 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		localhostNodePorts: c.LocalhostNodePorts && family == v1.IPv4Protocol,
 		nfacct:             c.NFAcct,
 		dropInvalid:        !c.ConntrackTCPLiberal,
-	}
-	for _, p := range c.ClusterCIDRs {
-		if p.IsValid() && proxier.FamilyOfPrefix(p) == family {
-			fc.clusterCIDR = p.Masked()
-			break
-		}
+		localDetector:      c.LocalDetector,
 	}
 	fc.nodePortAddresses = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
 	return fc

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // The periodic verification must notice a flushed KUBE-SVC chain, and

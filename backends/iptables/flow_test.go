@@ -1,11 +1,13 @@
 package iptables
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -14,7 +16,7 @@ import (
 func flowConfig(node flowtest.NodeConfig) func(*Config) {
 	return func(c *Config) {
 		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-		c.ClusterCIDRs = node.ClusterCIDRs
+		c.LocalDetector = node.LocalDetector
 		c.MasqueradeAll = node.MasqueradeAll
 	}
 }
@@ -26,6 +28,17 @@ func TestFlowTable(t *testing.T) {
 	fake := iptablestest.NewFake()
 	mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
 	flowtest.Run(t, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+}
+
+// TestFlowTableByDetector runs the table once per local-traffic
+// detector: "-s CIDR" or "-i cbr0" / "-i cali+" decide masquerading and
+// the pod short-circuit.
+func TestFlowTableByDetector(t *testing.T) {
+	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		fake := iptablestest.NewFake()
+		mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
+		return iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	})
 }
 
 // TestFlowTableAfterPartialSyncs reaches the fixture through partial
@@ -65,4 +78,36 @@ func TestFlowTableAfterPartialSyncs(t *testing.T) {
 
 	flowtest.Run(t, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 	assertMatchesReference(t, fake, flowConfig(node), state)
+}
+
+// TestNodeCIDRArrivesLater: in NodeCIDR mode the node may have no pod
+// CIDR at the first sync (nothing is local yet); once it has one, the next
+// sync rewrites the rules with the new match even if the Diff only names
+// an endpoint change, and pod traffic is then told apart.
+func TestNodeCIDRArrivesLater(t *testing.T) {
+	v := flowtest.Variants()[1]
+	state, node := flowtest.FixtureFor(v)
+	if node.LocalDetector.Mode != proxier.LocalModeNodeCIDR {
+		t.Fatalf("variant 1 is %v", node.LocalDetector)
+	}
+	fake := iptablestest.NewFake()
+	b := newTestBackend(t, fake, flowConfig(node))
+	early := cloneState(state)
+	early.Node.PodCIDRs = nil
+	mustSync(t, b, early, fullDiff())
+	if dump := fake.Dump(runner.IPv4, "nat"); strings.Contains(dump, "10.244.1.0/24") {
+		t.Fatalf("a pod CIDR is matched before the node has one:\n%s", dump)
+	}
+	var some proxier.ServicePortName
+	for n := range state.Services {
+		some = n
+		break
+	}
+	if res := mustSync(t, b, state, changedDiff(false, some)); !res.Full {
+		t.Error("the pod CIDR's arrival did not make the sync full")
+	}
+	if dump := fake.Dump(runner.IPv4, "nat"); !strings.Contains(dump, "! -s 10.244.1.0/24 -d 10.96.0.10/32") {
+		t.Errorf("no masquerade rule for sources outside the node's pod CIDR:\n%s", dump)
+	}
+	flowtest.RunVariant(t, v, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }

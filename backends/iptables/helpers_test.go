@@ -110,8 +110,8 @@ func stateOf(node []string, sps []*proxier.ServicePort, eps map[proxier.ServiceP
 
 func testConfig() *Config {
 	return &Config{
-		Families:     []v1.IPFamily{v1.IPv4Protocol},
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
+		Families:      []v1.IPFamily{v1.IPv4Protocol},
+		LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")),
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"

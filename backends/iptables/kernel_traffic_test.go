@@ -21,7 +21,7 @@ func TestKernelTraffic(t *testing.T) {
 	for _, mode := range kernelModes() {
 		t.Run(mode, func(t *testing.T) {
 			tp := newTopology(t, 3)
-			cfg := Config{Families: []v1.IPFamily{v1.IPv4Protocol}, ClusterCIDRs: mustPrefixes("10.244.0.0/16")}
+			cfg := Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: proxier.DetectByClusterCIDRs(mustPrefixes("10.244.0.0/16")...)}
 			be := newKernelBackend(t, cfg, mode, tp.node)
 			if _, err := be.Sync(context.Background(), trafficState(tp), fullDiff()); err != nil {
 				t.Fatalf("Sync: %v", err)

@@ -117,6 +117,7 @@ func newRuleset(fc *familyConfig, state *proxier.State) *Ruleset {
 	return &Ruleset{
 		family:   fc.family,
 		node:     nodeAddrs(nodeOf(state), fc.family),
+		local:    fc.localDetector.Match(fc.family, nodeOf(state)),
 		services: map[proxier.ServicePortName]*servicePortRules{},
 		base:     baseChains(fc),
 	}

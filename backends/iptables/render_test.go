@@ -41,7 +41,7 @@ func goldenCases() []goldenCase {
 	term := svc("default", "term", "http", v1.ProtocolSCTP, 80, "10.96.0.80")
 	dual := with(svc("default", "dual", "http", v1.ProtocolTCP, 80, "10.96.0.90", "fd00:96::90"), nodePort(30090))
 	node := []string{"192.168.1.10", "fd00:1::10"}
-	return []goldenCase{
+	return append([]goldenCase{
 		{name: "clusterip", state: stateOf(node, []*proxier.ServicePort{web}, epMap{web.Name: threeEps})},
 		{name: "multiport", state: stateOf(node, []*proxier.ServicePort{web, webDNS}, epMap{
 			web.Name: threeEps, webDNS.Name: {ep("10.244.1.1:5353"), ep("10.244.2.1:5353")}})},
@@ -77,6 +77,28 @@ func goldenCases() []goldenCase {
 			dual.Name: {ep("10.244.1.1:8080"), ep("[fd00:10:244:1::1]:8080"), ep("[fd00:10:244:2::1]:8080", local)},
 			ext.Name:  {ep("10.244.1.2:8080"), ep("[fd00:10:244:1::2]:8080")}}),
 			config: func(c *Config) { c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} }},
+	}, detectorGoldenCases(node)...)
+}
+
+// detectorGoldenCases render the local-traffic match of each
+// --detect-local-mode where kube-proxy writes it: the masquerade rule of
+// cluster-IP traffic that is not local (KUBE-SVC) and the pod
+// short-circuit of externalTrafficPolicy Local (KUBE-EXT).
+func detectorGoldenCases(node []string) []goldenCase {
+	dual := with(svc("default", "dual", "http", v1.ProtocolTCP, 80, "10.96.0.90", "fd00:96::90"), nodePort(30090), etpLocal(31090))
+	eps := epMap{dual.Name: {ep("10.244.1.1:8080", local), ep("10.244.2.1:8080"), ep("[fd00:10:244:1::1]:8080", local)}}
+	// The node has an IPv4 pod CIDR only: NodeCIDR detects nothing in IPv6.
+	st := stateOf(node, []*proxier.ServicePort{dual}, eps)
+	st.Node.PodCIDRs = mustPrefixes("10.244.1.0/24")
+	detect := func(d proxier.LocalDetector) func(*Config) {
+		return func(c *Config) { c.Families, c.LocalDetector = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, d }
+	}
+	return []goldenCase{
+		{name: "detect-cluster-cidr-v4-only", state: st, config: detect(proxier.DetectByClusterCIDRs(mustPrefixes("10.244.0.0/16")...))},
+		{name: "detect-node-cidr", state: st, config: detect(proxier.DetectByNodeCIDR())},
+		{name: "detect-bridge", state: st, config: detect(proxier.DetectByBridge("cbr0"))},
+		{name: "detect-interface-prefix", state: st, config: detect(proxier.DetectByInterfacePrefix("cali"))},
+		{name: "detect-none", state: st, config: detect(proxier.LocalDetector{})},
 	}
 }
 

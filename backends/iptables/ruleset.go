@@ -76,6 +76,9 @@ type Ruleset struct {
 	family v1.IPFamily
 	// node holds the node addresses of the family the render used.
 	node []netip.Addr
+	// local is the local-traffic match the render used (NodeCIDR mode
+	// resolves it from the node's pod CIDRs).
+	local proxier.LocalMatch
 	// names lists the rendered service ports, sorted.
 	names    []proxier.ServicePortName
 	services map[proxier.ServicePortName]*servicePortRules

@@ -3,6 +3,8 @@ package iptables
 import (
 	"net/netip"
 	"strconv"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // ruleWriter writes rule lines into a buffer its serviceRenderer reuses,
@@ -51,6 +53,33 @@ func (w *ruleWriter) prefix(flag string, p netip.Prefix) *ruleWriter {
 	w.args(flag)
 	w.buf = p.AppendTo(append(w.buf, ' '))
 	return w
+}
+
+// local appends the local-traffic match (negated: "not local") in
+// iptables-save's place for a rule without "-d": "-s CIDR", "-i br0" or
+// "-i cali+", each optionally after "!" (kube-proxy's IfLocal and
+// IfNotLocal).
+func (w *ruleWriter) local(m proxier.LocalMatch, negated bool) *ruleWriter {
+	if negated {
+		w.args("!")
+	}
+	if m.CIDR.IsValid() {
+		return w.prefix("-s", m.CIDR)
+	}
+	if m.Prefix {
+		return w.args("-i", m.Interface+"+")
+	}
+	return w.args("-i", m.Interface)
+}
+
+// notLocal appends the negated local-traffic match and the destination
+// in the order iptables-save prints them: "! -s CIDR -d ip/32", but
+// "-d ip/32 ! -i br0" (source, destination, then input interface).
+func (w *ruleWriter) notLocal(m proxier.LocalMatch, dst netip.Addr) *ruleWriter {
+	if m.ByInterface() {
+		return w.host("-d", dst).local(m, true)
+	}
+	return w.local(m, true).host("-d", dst)
 }
 
 // comment appends a comment match whose text is the concatenation of

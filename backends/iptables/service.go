@@ -18,6 +18,7 @@ type serviceRenderer struct {
 	fc            *familyConfig
 	node          proxier.NodeInfo
 	nodeAddrs     []netip.Addr
+	local         proxier.LocalMatch
 	probabilities []string
 
 	w ruleWriter
@@ -29,7 +30,7 @@ type serviceRenderer struct {
 }
 
 func newServiceRenderer(fc *familyConfig, node proxier.NodeInfo) *serviceRenderer {
-	return &serviceRenderer{fc: fc, node: node, nodeAddrs: nodeAddrs(node, fc.family)}
+	return &serviceRenderer{fc: fc, node: node, nodeAddrs: nodeAddrs(node, fc.family), local: fc.localDetector.Match(fc.family, node)}
 }
 
 // servicePortView holds what the rules of one service port are built from:

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -151,10 +152,11 @@ func (r *serviceRenderer) policyChain(v *servicePortView, name string, eps []pro
 		switch {
 		case r.fc.masqueradeAll:
 			r.w.rule(name).match(v, v.clusterIP, v.name, " cluster IP").args("-j", chainMarkMasq)
-		case r.fc.clusterCIDR.IsValid():
+		case r.local.IsImplemented():
 			// Off-cluster clients reaching a cluster IP (a static route to
 			// the service range) may be sent to another node: SNAT them.
-			r.w.rule(name).prefix("! -s", r.fc.clusterCIDR).match(v, v.clusterIP, v.name, " cluster IP").args("-j", chainMarkMasq)
+			// Without a local-traffic detector kube-proxy writes no rule.
+			r.w.rule(name).notLocal(r.local, v.clusterIP).match(v, netip.Addr{}, v.name, " cluster IP").args("-j", chainMarkMasq)
 		}
 	}
 	if t := v.sp.AffinityTimeoutSeconds; t > 0 {
@@ -190,8 +192,8 @@ func (r *serviceRenderer) externalChain(v *servicePortView, out *servicePortRule
 		// Pods and the node itself reaching an external address are not
 		// subject to eTP=Local: they go to any endpoint, as if they had
 		// gone out to the load balancer and come back.
-		if r.fc.clusterCIDR.IsValid() {
-			r.w.rule(name).prefix("-s", r.fc.clusterCIDR).
+		if r.local.IsImplemented() {
+			r.w.rule(name).local(r.local, false).
 				comment("pod traffic for ", v.name, " external destinations").args("-j", short)
 		}
 		// The node's own traffic has a local source address and needs SNAT.

@@ -9,8 +9,8 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

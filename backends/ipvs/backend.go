@@ -53,7 +53,7 @@ func New(cfg Config) (*Backend, error) {
 	b.reset()
 	b.static = map[v1.IPFamily]staticRules{}
 	for _, f := range cfg.families() {
-		b.static[f] = renderStatic(&b.cfg, f)
+		b.static[f] = renderStatic(&b.cfg, f, cfg.LocalDetector.Match(f, proxier.NodeInfo{}))
 	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{newCollector(cfg.IPVS), b.repairs} {
@@ -86,6 +86,11 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	defer b.mu.Unlock()
 	contexts := b.renderContexts(state)
 	moved := b.nodeAddrsChanged(contexts) // always record them
+	for _, f := range b.cfg.families() {
+		// NodeCIDR local-traffic detection follows the node's pod CIDRs;
+		// a changed payload is restored like any other change.
+		b.static[f] = renderStatic(&b.cfg, f, b.cfg.LocalDetector.Match(f, state.Node))
+	}
 	full := diff == nil || diff.Full || !b.synced || b.failed || moved
 	fps := b.readFingerprints(ctx)
 	var dmg *damage // nil: not verified (verify.go)

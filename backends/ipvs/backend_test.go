@@ -243,7 +243,7 @@ func TestSchedulers(t *testing.T) {
 func TestUDPAndIPv6(t *testing.T) {
 	e := newEnv(t, func(c *sy.Config) {
 		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-		c.ClusterCIDRs = append(c.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/48"))
+		c.LocalDetector.ClusterCIDRs = append(c.LocalDetector.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/48"))
 	})
 	dns := spn("dns", v1.ProtocolUDP)
 	e.state.Services[dns] = &proxier.ServicePort{Name: dns, Protocol: v1.ProtocolUDP, Port: 53,

@@ -69,7 +69,7 @@ func TestKernelSyncBench(t *testing.T) {
 		sizes = []int{n} // SWITCHYARD_IPVS_BENCH=10000: that size only
 	}
 	for _, n := range sizes {
-		b, err := sy.New(sy.Config{Kernel: k, ClusterCIDRs: []netip.Prefix{clusterCIDR}})
+		b, err := sy.New(sy.Config{Kernel: k, LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,9 +39,12 @@ type Config struct {
 	// Scheduler is the IPVS scheduler: rr (default), lc, dh, sh, wrr,
 	// wlc, sed, nq or mh.
 	Scheduler string
-	// ClusterCIDRs are the pod CIDRs (--cluster-cidr): traffic from them
-	// to a cluster IP is not masqueraded. The first of each family counts.
-	ClusterCIDRs []netip.Prefix
+	// LocalDetector tells pod ("local") traffic apart (--detect-local-mode):
+	// local traffic to a cluster IP is not masqueraded, and local traffic
+	// to external addresses is internal traffic (the fwmark services).
+	// The companion iptables rules match "-s CIDR", "-i br0" or "-i
+	// cali+", as kube-proxy's IPVS mode.
+	LocalDetector proxier.LocalDetector
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit flagging packets for SNAT; nil means
@@ -95,6 +98,9 @@ func (c *Config) validate() error {
 	}
 	if m := c.internalMarkMask(); !contiguous(m) || m&c.masqueradeMark() != 0 {
 		return fmt.Errorf("ipvs backend: internal mark mask %#x must be contiguous and not hold the masquerade bit", m)
+	}
+	if err := c.LocalDetector.Validate(); err != nil {
+		return fmt.Errorf("ipvs backend: local-traffic detection: %w", err)
 	}
 	for _, f := range c.families() {
 		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
@@ -163,16 +169,6 @@ func (c *Config) excluded(a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// clusterCIDR is the first pod CIDR of the family (invalid when none).
-func (c *Config) clusterCIDR(f v1.IPFamily) netip.Prefix {
-	for _, p := range c.ClusterCIDRs {
-		if p.IsValid() && proxier.FamilyOfPrefix(p) == f {
-			return p.Masked()
-		}
-	}
-	return netip.Prefix{}
 }
 
 // nodePortPrefixes keeps the NodePortAddresses of one family; nil means

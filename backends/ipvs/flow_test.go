@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
 	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -20,7 +21,7 @@ func TestPacketFlows(t *testing.T) {
 	b, err := ipvs.New(ipvs.Config{
 		Kernel:        k.Kernel,
 		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-		ClusterCIDRs:  node.ClusterCIDRs,
+		LocalDetector: node.LocalDetector,
 		MasqueradeAll: node.MasqueradeAll,
 	})
 	if err != nil {
@@ -30,4 +31,25 @@ func TestPacketFlows(t *testing.T) {
 		t.Fatalf("Sync: %v", err)
 	}
 	flowtest.Run(t, k.FlowModel(node.NodeIPs))
+}
+
+// TestPacketFlowsByDetector runs the table once per local-traffic
+// detector: the companion rules' "-s CIDR", "-i cbr0" or "-i cali+"
+// decide masquerading and which traffic takes the internal fwmark
+// services.
+func TestPacketFlowsByDetector(t *testing.T) {
+	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		k := ipvstest.NewKernel()
+		b, err := ipvs.New(ipvs.Config{Kernel: k.Kernel, Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
+			LocalDetector: node.LocalDetector, MasqueradeAll: node.MasqueradeAll})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if _, err := b.Sync(context.Background(), state, nil); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		return k.FlowModel(node.NodeIPs)
+	}, flowtest.Deviation{Variant: "none", Case: "node to cluster IP is masqueraded",
+		Expect: flowtest.Expect{Endpoints: []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.2.4:8080"}, Masquerade: true, MasqChecked: true},
+		Why:    "without a detector the node's own traffic to cluster IPs is masqueraded (kube-proxy: only with a VIP source)"})
 }

@@ -35,7 +35,7 @@ func newEnv(t *testing.T, mutate ...func(*ipvs.Config)) *env {
 	t.Helper()
 	k := ipvstest.NewKernel()
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	cfg := ipvs.Config{Kernel: k.Kernel, ClusterCIDRs: []netip.Prefix{clusterCIDR}, Clock: clk}
+	cfg := ipvs.Config{Kernel: k.Kernel, LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR), Clock: clk}
 	for _, m := range mutate {
 		m(&cfg)
 	}

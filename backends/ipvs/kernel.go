@@ -6,8 +6,8 @@ import (
 
 	"github.com/moby/ipvs"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // IPVS is the part of github.com/moby/ipvs' *Handle the backend uses

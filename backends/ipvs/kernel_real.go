@@ -15,9 +15,9 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/internal/nsrun"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // NewKernel opens the real kernel interfaces in the named network

@@ -15,8 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -150,7 +150,7 @@ func openVMKernel(t *testing.T) *vmKernel {
 func (vk *vmKernel) backend(t *testing.T, scheduler string) *vmBackend {
 	t.Helper()
 	b, err := sy.New(sy.Config{Kernel: vk.k, Scheduler: scheduler, GracefulTerminationTimeout: 10 * time.Minute,
-		ClusterCIDRs: []netip.Prefix{clusterCIDR}})
+		LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -470,7 +470,7 @@ func (s *setCounter) Restore(ctx context.Context, data []byte) error {
 }
 
 func testCleanup(t *testing.T, k *sy.Kernel) {
-	b, err := sy.New(sy.Config{Kernel: k, ClusterCIDRs: []netip.Prefix{clusterCIDR}})
+	b, err := sy.New(sy.Config{Kernel: k, LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR)})
 	if err != nil {
 		t.Fatal(err)
 	}

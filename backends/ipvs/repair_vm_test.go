@@ -284,7 +284,7 @@ func vmDamages() []vmDamage {
 func testRepairs(t *testing.T, vk *vmKernel) {
 	reg := prometheus.NewPedanticRegistry()
 	b, err := sy.New(sy.Config{Kernel: vk.k, Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-		ClusterCIDRs: []netip.Prefix{clusterCIDR, netip.MustParsePrefix("fd00:10:244::/48")}, Registerer: reg})
+		LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR, netip.MustParsePrefix("fd00:10:244::/48")), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ type staticRules struct {
 	nat, filter []string
 }
 
-func renderStatic(c *Config, f v1.IPFamily) staticRules {
+func renderStatic(c *Config, f v1.IPFamily, local proxier.LocalMatch) staticRules {
 	set := func(s setKind) string { return s.name(f) }
 	masq := markArg(c.masqueradeMark(), c.masqueradeMark())
 	var nat []string
@@ -168,7 +168,7 @@ func renderStatic(c *Config, f v1.IPFamily) staticRules {
 	add("-A %s -m mark ! --mark %s -j RETURN", chainPostrouting, masq)
 	add("-A %s -j MARK --xor-mark %#x", chainPostrouting, c.masqueradeMark())
 	add("-A %s -m comment --comment %s -j MASQUERADE", chainPostrouting, quote("kubernetes service traffic requiring SNAT"))
-	nat = append(nat, servicesChain(c, f)...)
+	nat = append(nat, servicesChain(c, f, local)...)
 	add("-A %s -m set --match-set %s dst,dst -j RETURN", chainLoadBalancer, set(setLoadBalancerLocal))
 	add("-A %s -j %s", chainLoadBalancer, chainMarkMasq)
 	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
@@ -187,16 +187,33 @@ func renderStatic(c *Config, f v1.IPFamily) staticRules {
 	return staticRules{nat: nat, filter: filter}
 }
 
+// localArgs is the local-traffic match (negated: "not local") in
+// iptables syntax, as kube-proxy's IfLocal / IfNotLocal: "-s CIDR",
+// "-i br0" or "-i cali+".
+func localArgs(m proxier.LocalMatch, negated bool) string {
+	not := ""
+	if negated {
+		not = "! "
+	}
+	switch {
+	case m.CIDR.IsValid():
+		return not + "-s " + m.CIDR.String()
+	case m.Prefix:
+		return not + "-i " + m.Interface + "+"
+	}
+	return not + "-i " + m.Interface
+}
+
 // servicesChain is nat KUBE-SERVICES: mark internal traffic for the
 // fwmark services, flag for masquerade what needs it, accept service
-// traffic, then NodePorts.
-func servicesChain(c *Config, f v1.IPFamily) []string {
+// traffic, then NodePorts. Local traffic (the detector's match) and the
+// node's own are internal traffic.
+func servicesChain(c *Config, f v1.IPFamily, local proxier.LocalMatch) []string {
 	set := func(s setKind) string { return s.name(f) }
 	var out []string
 	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
-	cidr := c.clusterCIDR(f)
-	if cidr.IsValid() {
-		add("-A %s -s %s -j %s", chainServices, cidr, chainInternal)
+	if local.IsImplemented() {
+		add("-A %s %s -j %s", chainServices, localArgs(local, false), chainInternal)
 	}
 	add("-A %s -m addrtype --src-type LOCAL -j %s", chainServices, chainInternal)
 	add("-A %s -m comment --comment %s -m set --match-set %s dst,dst -j %s", chainServices, quote(setLoadBalancer.comment), set(setLoadBalancer), chainLoadBalancer)
@@ -204,9 +221,12 @@ func servicesChain(c *Config, f v1.IPFamily) []string {
 	switch {
 	case c.MasqueradeAll:
 		add("-A %s %s", chainServices, clusterMasq)
-	case cidr.IsValid():
-		add("-A %s ! -s %s %s", chainServices, cidr, clusterMasq)
+	case local.IsImplemented():
+		add("-A %s %s %s", chainServices, localArgs(local, true), clusterMasq)
 	default:
+		// No local-traffic detector: kube-proxy masquerades only node
+		// traffic whose source is a VIP on kube-ipvs0 ("src,dst"); any
+		// node source is masqueraded here, which covers that case too.
 		add("-A %s -m addrtype --src-type LOCAL %s", chainServices, clusterMasq)
 	}
 	add("-A %s -m comment --comment %s -m set --match-set %s dst,dst -j %s", chainServices, quote(setExternalIP.comment), set(setExternalIP), chainMarkMasq)

@@ -15,10 +15,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
 	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -41,7 +41,7 @@ func newRepairEnv(t *testing.T) *repairEnv {
 	k := ipvstest.NewKernel()
 	reg := prometheus.NewPedanticRegistry()
 	b, err := sy.New(sy.Config{Kernel: k.Kernel, Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-		ClusterCIDRs: node.ClusterCIDRs, Registerer: reg})
+		LocalDetector: node.LocalDetector, Registerer: reg})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -33,7 +33,7 @@ func (f *familySync) reset() {
 }
 
 func (f *familySync) renderer(node proxier.NodeInfo) *portRenderer {
-	return &portRenderer{fc: f.fc, node: node, ids: f.ids, orders: f.orders}
+	return &portRenderer{fc: f.fc, node: node, ids: f.ids, orders: f.orders, local: f.fc.localMatch(node)}
 }
 
 // syncResult reports one family's sync.

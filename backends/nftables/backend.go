@@ -65,7 +65,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 }
 
 func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.State, diff *proxier.Diff) (syncResult, error) {
-	full := diff == nil || diff.Full || f.needFull
+	full := diff == nil || diff.Full || f.needFull || f.localMatchChanged(st)
 	if !full && diff.Verify {
 		intact, err := f.verify(ctx, b.conn)
 		if err != nil {
@@ -128,4 +128,13 @@ func familyOf(f v1.IPFamily) ruleset.Family {
 		return ruleset.IPv6
 	}
 	return ruleset.IPv4
+}
+
+// localMatchChanged reports whether the local-traffic match differs from
+// the one the rules in force were rendered with (NodeCIDR mode: the
+// node's pod CIDRs arrived or changed). The rules of every port hold it,
+// so a partial sync would leave the unchanged ones stale.
+func (f *familySync) localMatchChanged(st *proxier.State) bool {
+	prev := f.w.prev
+	return prev != nil && st != nil && f.fc.localMatch(prev.Node) != f.fc.localMatch(st.Node)
 }

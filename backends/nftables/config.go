@@ -27,10 +27,12 @@ const DefaultAffinitySize = 1 << 16
 type Config struct {
 	// Families to program; empty means IPv4 only.
 	Families []v1.IPFamily
-	// ClusterCIDRs are the pod CIDRs: traffic from them to a cluster IP
-	// is not masqueraded, and external traffic from them to an
-	// externalTrafficPolicy Local service may reach any endpoint.
-	ClusterCIDRs []netip.Prefix
+	// LocalDetector tells pod ("local") traffic apart (--detect-local-mode):
+	// local traffic to a cluster IP is not masqueraded, and local traffic
+	// to an external destination of an externalTrafficPolicy Local
+	// service may reach any endpoint. The rules match "ip saddr CIDR",
+	// `iifname "br0"` or `iifname "cali*"`, as kube-proxy's nftables mode.
+	LocalDetector proxier.LocalDetector
 	// MasqueradeAll SNATs all traffic sent via a cluster IP.
 	MasqueradeAll bool
 	// MasqueradeBit is the mark bit that flags packets for SNAT; nil
@@ -50,7 +52,7 @@ type Config struct {
 type familyConfig struct {
 	family         v1.IPFamily
 	nft            ruleset.Family
-	clusterCIDR    netip.Prefix // invalid when none of this family
+	localDetector  proxier.LocalDetector
 	masqueradeAll  bool
 	masqueradeMark uint32
 	nodePortAddrs  []netip.Prefix
@@ -63,6 +65,9 @@ func (c *Config) validate() error {
 	}
 	if b := c.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
 		return fmt.Errorf("nftables backend: masquerade bit %d not in 0..31", *b)
+	}
+	if err := c.LocalDetector.Validate(); err != nil {
+		return fmt.Errorf("nftables backend: local-traffic detection: %w", err)
 	}
 	for _, f := range c.families() {
 		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
@@ -94,12 +99,12 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 	if family == v1.IPv6Protocol {
 		fc.nft, fc.loopback = ruleset.IPv6, netip.MustParsePrefix("::1/128")
 	}
-	for _, p := range c.ClusterCIDRs {
-		if p.IsValid() && proxier.FamilyOfPrefix(p) == family {
-			fc.clusterCIDR = p.Masked()
-			break
-		}
-	}
+	fc.localDetector = c.LocalDetector
 	fc.nodePortAddrs = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
 	return fc
+}
+
+// localMatch resolves the local-traffic detector for the family and node.
+func (fc *familyConfig) localMatch(node proxier.NodeInfo) proxier.LocalMatch {
+	return fc.localDetector.Match(fc.family, node)
 }

@@ -65,7 +65,7 @@ func TestRejectedTransaction(t *testing.T) {
 	state, node := flowtest.Fixture()
 	fake := nfttest.NewFake()
 	reg := prometheus.NewRegistry()
-	b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, ClusterCIDRs: node.ClusterCIDRs, Conn: fake, Registerer: reg})
+	b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: node.LocalDetector, Conn: fake, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

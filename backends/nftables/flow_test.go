@@ -18,7 +18,7 @@ func flowBackend(t *testing.T, fake *nfttest.Fake, node flowtest.NodeConfig) *nf
 	t.Helper()
 	b, err := nftables.New(nftables.Config{
 		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-		ClusterCIDRs:  node.ClusterCIDRs,
+		LocalDetector: node.LocalDetector,
 		MasqueradeAll: node.MasqueradeAll,
 		Conn:          fake,
 	})
@@ -48,6 +48,40 @@ func TestFlowTable(t *testing.T) {
 	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }
 
+// TestFlowTableByDetector runs the table once per local-traffic
+// detector: "ip saddr CIDR", `iifname "cbr0"` or `iifname "cali*"`
+// decide masquerading and the pod short-circuit.
+func TestFlowTableByDetector(t *testing.T) {
+	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		fake := nfttest.NewFake()
+		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	})
+}
+
+// TestNodeCIDRArrivesLater: in NodeCIDR mode a pod CIDR that the node
+// gets after the first sync makes the next sync full, even when the Diff
+// names one port, and the rules then tell this node's pods apart.
+func TestNodeCIDRArrivesLater(t *testing.T) {
+	v := flowtest.Variants()[1]
+	state, node := flowtest.FixtureFor(v)
+	fake := nfttest.NewFake()
+	b := flowBackend(t, fake, node)
+	early := *state
+	early.Node.PodCIDRs = nil
+	mustSync(t, b, &early, fullDiff())
+	var some proxier.ServicePortName
+	for n := range state.Services {
+		some = n
+		break
+	}
+	diff := &proxier.Diff{Changed: map[proxier.ServicePortName]struct{}{some: {}}}
+	if res := mustSync(t, b, state, diff); !res.Full {
+		t.Error("the pod CIDR's arrival did not make the sync full")
+	}
+	flowtest.RunVariant(t, v, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+}
+
 // TestNodePortAddresses: with --nodeport-addresses, NodePorts answer only
 // on local addresses inside the prefixes.
 func TestNodePortAddresses(t *testing.T) {
@@ -58,7 +92,7 @@ func TestNodePortAddresses(t *testing.T) {
 		comment string
 	}{{"192.168.0.0/24", true, "node IP inside"}, {"10.200.0.0/16", false, "node IP outside"}} {
 		fake := nfttest.NewFake()
-		b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, ClusterCIDRs: node.ClusterCIDRs,
+		b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: node.LocalDetector,
 			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix(tc.prefix)}, Conn: fake})
 		if err != nil {
 			t.Fatal(err)

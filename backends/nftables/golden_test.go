@@ -47,3 +47,25 @@ func TestGoldenFixture(t *testing.T) {
 	golden(t, "fixture-ip", fake.Dump(ruleset.IPv4, nftables.TableName))
 	golden(t, "fixture-ip6", fake.Dump(ruleset.IPv6, nftables.TableName))
 }
+
+// TestGoldenDetectors pins the local-traffic match of each
+// --detect-local-mode where kube-proxy writes it ("ip saddr != CIDR" or
+// `iifname != "cbr0"` before the masquerade of cluster-IP traffic, the
+// match of "short-circuit pod traffic"), on two ports of the fixture: an
+// IPv4 port with externalTrafficPolicy Local and an IPv6 one.
+func TestGoldenDetectors(t *testing.T) {
+	for _, v := range flowtest.Variants() {
+		t.Run(v.Name, func(t *testing.T) {
+			state, node := flowtest.FixtureFor(v)
+			for name := range state.Services {
+				if name.Name != "local" && name.Name != "web6" {
+					delete(state.Services, name)
+					delete(state.Endpoints, name)
+				}
+			}
+			fake := nfttest.NewFake()
+			mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+			golden(t, "detect-"+v.Name, fake.Dump(ruleset.IPv4, nftables.TableName)+fake.Dump(ruleset.IPv6, nftables.TableName))
+		})
+	}
+}

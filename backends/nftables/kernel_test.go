@@ -31,9 +31,9 @@ func kernelSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State,
 func kernelBackend(t *testing.T, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
 	b, err := nftables.New(nftables.Config{
-		Families:     []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-		ClusterCIDRs: node.ClusterCIDRs,
-		Conn:         nftables.NewNetlinkConn(),
+		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
+		LocalDetector: node.LocalDetector,
+		Conn:          nftables.NewNetlinkConn(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func timedSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State, 
 func TestKernelTraffic(t *testing.T) {
 	kerneltest.Require(t)
 	tp := newTrafficTopo(t, 3)
-	b, err := nftables.New(nftables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Conn: nftables.NewNetlinkConn()})
+	b, err := nftables.New(nftables.Config{LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")), Conn: nftables.NewNetlinkConn()})
 	if err != nil {
 		t.Fatal(err)
 	}

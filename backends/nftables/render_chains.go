@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // dnatRules are the picker's rules, or none when there is no picker.
@@ -21,8 +22,9 @@ func (r *portRenderer) serviceChain(v *portView, cluster, local picker) *ruleset
 	switch {
 	case r.fc.masqueradeAll:
 		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
-	case r.fc.clusterCIDR.IsValid():
-		c.Rules = append(c.Rules, ruleset.R(ruleset.Cmp{Field: ruleset.FieldSaddr, Neq: true, Prefix: r.fc.clusterCIDR}, jump(chainMarkMasq)))
+	case r.local.IsImplemented():
+		// Without a local-traffic detector kube-proxy writes no rule.
+		c.Rules = append(c.Rules, ruleset.R(localExpr(r.local, true), jump(chainMarkMasq)))
 	}
 	if v.sp.InternalPolicyLocal {
 		c.Rules = append(c.Rules, dnatRules(local)...)
@@ -53,8 +55,8 @@ func (r *portRenderer) externalChain(v *portView, cluster, local picker) *rulese
 	if short == nil {
 		short = local
 	}
-	if r.fc.clusterCIDR.IsValid() {
-		pods := ruleset.Cmp{Field: ruleset.FieldSaddr, Prefix: r.fc.clusterCIDR}
+	if r.local.IsImplemented() {
+		pods := localExpr(r.local, false)
 		c.Rules = append(c.Rules, withComment(dnatRules(short, pods), "short-circuit pod traffic")...)
 	}
 	fromNode := ruleset.FibLocal{Field: ruleset.FieldSaddr}
@@ -63,6 +65,15 @@ func (r *portRenderer) externalChain(v *portView, cluster, local picker) *rulese
 	c.Rules = append(c.Rules, dnatRules(local)...)
 	c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))
 	return c
+}
+
+// localExpr is the local-traffic match (negated: "not local"), as
+// kube-proxy's IfLocalNFT / IfNotLocalNFT: "ip saddr CIDR" or "iifname".
+func localExpr(m proxier.LocalMatch, negated bool) ruleset.Expr {
+	if m.ByInterface() {
+		return ruleset.IifName{Name: m.Interface, Prefix: m.Prefix, Neq: negated}
+	}
+	return ruleset.Cmp{Field: ruleset.FieldSaddr, Neq: negated, Prefix: m.CIDR}
 }
 
 func withComment(rs []ruleset.Rule, comment string) []ruleset.Rule {

@@ -57,6 +57,7 @@ func groupsOf(sp *proxier.ServicePort) []groupKey {
 type portRenderer struct {
 	fc     *familyConfig
 	node   proxier.NodeInfo
+	local  proxier.LocalMatch
 	ids    *groupIDs
 	orders map[groupKey][]netip.AddrPort
 }

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -100,7 +100,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		npAddrs = nil
 	}
 	for _, fam := range b.cfg.Families {
-		plans[fam] = planFamily(st, fam)
+		plans[fam] = planFamily(st, fam, b.cfg.LocalDetector.Match(fam, st.Node).ByInterface())
 		addSpecs(specs, plans[fam], b.insideOf(fam, st))
 		sentinelKeys(sentinels, plans[fam], npAddrs[fam])
 	}
@@ -108,10 +108,11 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		return proxier.SyncResult{}, err
 	}
 	ports := b.portsLocked()
+	b.openEarlySentinelsLocked(sentinels)
 	res := proxier.SyncResult{Full: diff.Full}
 	for _, fam := range b.cfg.Families {
 		rc := renderConfig{family: fam, listenIP: b.cfg.listenIP(fam),
-			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), clusterCIDR: b.cfg.clusterCIDR(fam),
+			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), local: b.cfg.LocalDetector.Match(fam, st.Node),
 			nodePods:         nodePodCIDR(fam, st.Node.PodCIDRs),
 			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam),
 			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark()}
@@ -133,6 +134,19 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	// The rules in force no longer lead to the flushed ports; a failed
 	// flush is retried by the next sync.
 	return res, b.flushLocked()
+}
+
+// openEarlySentinelsLocked opens the UDP sentinels that may precede the
+// rules (earlySentinels), releasing their NodePorts' holders first.
+func (b *Backend) openEarlySentinelsLocked(want map[sentinelKey]string) {
+	early := b.earlySentinels(want)
+	if len(early) == 0 {
+		return
+	}
+	b.dropHoldsLocked(func(k holdKey) bool {
+		return sentinelHolds(k, func(sk sentinelKey) bool { _, ok := early[sk]; return ok })
+	})
+	b.openSentinelsLocked(early)
 }
 
 // syncFamilyLocked applies one family's payload, fully when diff asks for

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // The chains this backend owns. The nat ones are the old kube-proxy

@@ -9,7 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // DefaultUDPIdleTimeout is upstream kube-proxy's --udp-timeout default.
@@ -47,11 +48,11 @@ type Config struct {
 	// NodeIPs are this node's addresses: node-originated traffic is
 	// DNATed to the first of each family. Empty means State.Node.Addresses.
 	NodeIPs []netip.Addr
-	// ClusterCIDRs are the pod CIDRs (--cluster-cidr): with
-	// externalTrafficPolicy Local, traffic from them to external
-	// destinations is treated as cluster traffic. The first prefix of each
-	// family is used.
-	ClusterCIDRs []netip.Prefix
+	// LocalDetector tells pod ("local") traffic apart (--detect-local-mode):
+	// with externalTrafficPolicy Local, pod traffic to external
+	// destinations is treated as cluster traffic (rules "-s CIDR", "-i
+	// br0" or "-i cali+"), and pods are never dialed from (Transparent).
+	LocalDetector proxier.LocalDetector
 	// NodePortAddresses restricts NodePorts to the node's addresses
 	// inside these prefixes (--nodeport-addresses, "primary" already
 	// resolved), as in iptables mode: a family without prefixes of its
@@ -136,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("userspace backend: unknown IP family %q", f)
 		}
 	}
+	if err := c.LocalDetector.Validate(); err != nil {
+		return c, fmt.Errorf("userspace backend: local-traffic detection: %w", err)
+	}
 	if c.UDPIdleTimeout < 0 || c.DialTimeout < 0 {
 		return c, fmt.Errorf("userspace backend: negative timeout")
 	}
@@ -192,16 +196,6 @@ func (c *Config) masqMark() uint32 { return 1 << c.MasqueradeBit }
 
 func (c *Config) policyRoute() PolicyRoute {
 	return PolicyRoute{Mark: c.mark(), Table: c.RouteTable, Priority: c.RulePriority}
-}
-
-// clusterCIDR is the first pod CIDR of the family (invalid if none).
-func (c *Config) clusterCIDR(fam v1.IPFamily) netip.Prefix {
-	for _, p := range c.ClusterCIDRs {
-		if familyOf(p.Addr()) == fam {
-			return p.Masked()
-		}
-	}
-	return netip.Prefix{}
 }
 
 // hostIP is where node-originated traffic is DNATed: the listen address

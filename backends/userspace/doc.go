@@ -69,8 +69,12 @@
 //   - Cluster IPs reach the endpoints selected for internal traffic.
 //   - NodePorts, external IPs and load-balancer IPs reach the external
 //     selection. With externalTrafficPolicy Local, traffic to them from the
-//     node itself, and from pods (Config.ClusterCIDRs), is treated as
-//     cluster traffic, as kube-proxy does.
+//     node itself, and from pods (Config.LocalDetector, kube-proxy's
+//     --detect-local-mode: "-s CIDR", "-i br0" or "-i cali+"), is treated
+//     as cluster traffic, as kube-proxy does. A source-CIDR match is
+//     narrowed to this node's pod CIDR when the node has one (a pod of
+//     another node is external traffic here); without a detector nothing
+//     is short-circuited.
 //   - loadBalancerSourceRanges: load-balancer IP traffic from other
 //     sources is dropped.
 //   - No usable endpoint: new connections are REJECTed by a filter rule
@@ -97,7 +101,11 @@
 // with Config.MasqueradeBit, except eTP=Local external traffic). The
 // kernel closes the sentinels with the process, so the fallback serves
 // at once; a new daemon opens its sentinels only after writing rules for
-// its new proxy ports. Flows the fallback DNATed are never marked
+// its new proxy ports. Later, a new UDP service's sentinel opens before
+// the rules that REDIRECT to it (only this daemon's rules are in the
+// kernel then, so a datagram marked early is dropped by the sentinel, not
+// misrouted), so no datagram takes the fallback, which has no session
+// affinity, in between (sentinel.go, earlySentinels). Flows the fallback DNATed are never marked
 // (`--ctstate DNAT` RETURN), so they stay on their endpoint. Close
 // (SIGTERM) closes the sentinels first and lets relayed connections
 // finish (Config.ShutdownGrace). Measured (e2e, a new connection every
@@ -123,7 +131,13 @@
 // 2510`, written with netlink through Config.Routing, verified and
 // repaired like the rules, removed by Cleanup) delivers them locally.
 // Never for clients in the pod CIDR or on the node (a pod's reply to a
-// pod stays on the bridge), and never to an endpoint on another node: its
+// pod stays on the bridge). With an interface detector (BridgeInterface,
+// InterfaceNamePrefix) the proxy cannot tell pods by address, and an
+// accepted connection does not say which interface it came in on; so
+// every externalTrafficPolicy Local port then gets an external socket of
+// its own and the "-i" rule sends pod traffic to the internal socket,
+// which never dials from the client's address (planFamily). Never to an
+// endpoint on another node either: its
 // reply would go to the client directly, bypassing this node's socket,
 // and the client would reset it. eTP=Local never sends external traffic
 // to remote endpoints anyway (no local endpoint: DROP); cluster traffic

@@ -11,8 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -77,6 +77,7 @@ func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	res, err := m.traced[fam].Trace(fam, iptablestest.Packet{
 		SrcIP: p.SrcIP, DstIP: p.DstIP, DstPort: p.DstPort, SrcPort: 40000,
 		Protocol: strings.ToLower(string(p.Protocol)), Local: p.SrcLocal, NodeIPs: m.nodeIPs, Mark: m.markFor(p),
+		InInterface: p.InInterface,
 	})
 	if err != nil {
 		return flowtest.Expect{}, err
@@ -145,7 +146,7 @@ func flowBackend(t *testing.T, node flowtest.NodeConfig) *testEnv {
 	return newTestEnv(t, func(c *Config) {
 		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 		c.NodeIPs = node.NodeIPs
-		c.ClusterCIDRs = node.ClusterCIDRs
+		c.LocalDetector = node.LocalDetector
 	})
 }
 
@@ -155,8 +156,28 @@ func TestFlowTable(t *testing.T) {
 	state, node := flowtest.Fixture()
 	env := flowBackend(t, node)
 	env.sync(t, state)
-	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs))
+	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs), remotePodIsExternal)
 }
+
+// TestFlowTableByDetector runs the table once per local-traffic
+// detector: the rules' "-s CIDR", "-i cbr0" or "-i cali+" send pod
+// traffic to external destinations of externalTrafficPolicy Local ports
+// to the internal socket.
+func TestFlowTableByDetector(t *testing.T) {
+	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		env := flowBackend(t, node)
+		env.sync(t, state)
+		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
+	}, remotePodIsExternal)
+}
+
+// remotePodIsExternal: the userspace mode narrows a source-CIDR detector
+// to this node's pod CIDR for the short-circuit (renderConfig.localPods,
+// for upstream's e2e suite), so a pod of another node reaching a NodePort
+// of an externalTrafficPolicy Local service is external traffic.
+var remotePodIsExternal = flowtest.Deviation{Variant: "ClusterCIDR", Case: "remote pod to eTP=Local NodePort: short-circuited only by cluster CIDR",
+	Expect: flowtest.Expect{Endpoints: []string{"10.244.1.30:8080"}},
+	Why:    "the userspace mode narrows a source-CIDR detector to this node's pod CIDR (renderConfig.localPods)"}
 
 // TestFlowTableFallback runs the table against the same rules with no
 // proxy running (no sentinel marks packets): connections from outside the
@@ -167,7 +188,7 @@ func TestFlowTableFallback(t *testing.T) {
 	env.sync(t, state)
 	m := newFlowModel(t, env.b, env.fake, node.NodeIPs)
 	m.mark = 0
-	flowtest.Run(t, m)
+	flowtest.Run(t, m, remotePodIsExternal)
 }
 
 // TestFlowTableAfterChanges reaches the fixture from a state without
@@ -194,5 +215,5 @@ func TestFlowTableAfterChanges(t *testing.T) {
 			t.Fatalf("Sync: %v", err)
 		}
 	}
-	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs))
+	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs), remotePodIsExternal)
 }

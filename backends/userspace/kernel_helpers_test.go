@@ -12,9 +12,10 @@ import (
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // The topology: a client namespace and pod namespaces around a node
@@ -167,7 +168,7 @@ func (tp *topology) newKernelBackend(tb testing.TB, mode string, mod ...func(*Co
 	tb.Cleanup(routing.Close)
 	cfg := Config{
 		Runner: r, Sockets: tp.nodeSockets, Families: []v1.IPFamily{v1.IPv4Protocol}, Conntrack: ct,
-		NodeIPs: []netip.Addr{netip.MustParseAddr(nsNodeIP)}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)},
+		NodeIPs: []netip.Addr{netip.MustParseAddr(nsNodeIP)}, LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix(podCIDR)),
 		Routing: routing, Transparent: true,
 	}
 	for _, m := range mod {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )

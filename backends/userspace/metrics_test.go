@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 func TestMetricsRegistration(t *testing.T) {

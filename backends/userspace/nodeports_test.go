@@ -24,10 +24,10 @@ func TestRenderNodePortAddresses(t *testing.T) {
 	st := renderState()
 	st.Services[spName("dns", v1.ProtocolUDP)].NodePort = 30053
 	rc := renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
-		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		hostIP: netip.MustParseAddr("192.168.0.10"), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")},
 		nodePortPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24"), netip.MustParsePrefix("172.16.0.0/12")},
 		mark:             0x1000, masqMark: 0x4000}
-	got := string(render(rc, planFamily(st, v1.IPv4Protocol), renderPorts(v1.IPv4Protocol)))
+	got := string(render(rc, planFamily(st, v1.IPv4Protocol, false), renderPorts(v1.IPv4Protocol)))
 	var nodePortLines []string
 	for _, l := range strings.Split(got, "\n") {
 		if strings.Contains(l, "nodePort") {

@@ -57,9 +57,10 @@ type servicePlan struct {
 	hasAny   bool                    // some usable endpoint exists in the cluster
 	local    map[netip.AddrPort]bool // endpoints on this node
 	// split: external traffic has its own socket, because the internal
-	// and external traffic policies differ and so may the endpoint sets.
-	// It depends on the service only, so sockets never come and go with
-	// endpoints.
+	// and external traffic policies differ and so may the endpoint sets,
+	// or because pods are told apart by their input interface (see
+	// planFamily). It depends on the service and the configuration only,
+	// so sockets never come and go with endpoints.
 	split bool
 }
 
@@ -78,7 +79,16 @@ func proxied(proto v1.Protocol) bool {
 
 // planFamily plans every proxied service port with a cluster IP of the
 // family, sorted by name. Endpoint selection is proxier.SelectEndpoints.
-func planFamily(st *proxier.State, fam v1.IPFamily) []servicePlan {
+//
+// byIface says that local traffic is detected by input interface
+// (BridgeInterface, InterfaceNamePrefix). An accepted connection does not
+// tell the proxy which interface it came in on, so the proxy cannot keep
+// pods from the client-address dial (Transparent) of an
+// externalTrafficPolicy Local port by their address, as it does with a
+// pod CIDR; the rules' "-i" match does it instead: such a port always
+// gets an external socket of its own (the only one that dials from client
+// addresses), and pod traffic is sent to the internal one.
+func planFamily(st *proxier.State, fam v1.IPFamily, byIface bool) []servicePlan {
 	var plans []servicePlan
 	for name, sp := range st.Services {
 		if !proxied(sp.Protocol) {
@@ -95,7 +105,7 @@ func planFamily(st *proxier.State, fam v1.IPFamily) []servicePlan {
 			external: addrPorts(sel.External(sp)),
 			hasAny:   sel.HasAny,
 			local:    localEndpoints(st.Endpoints[name]),
-			split:    sp.ExternallyAccessible() && sp.InternalPolicyLocal != sp.ExternalPolicyLocal,
+			split:    sp.ExternallyAccessible() && (sp.InternalPolicyLocal != sp.ExternalPolicyLocal || byIface && sp.ExternalPolicyLocal),
 		})
 	}
 	slices.SortFunc(plans, func(a, b servicePlan) int { return compareNames(a.sp.Name, b.sp.Name) })

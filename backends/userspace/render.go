@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // renderConfig is what rendering one family's rules needs besides the
@@ -20,8 +22,9 @@ type renderConfig struct {
 	// hostIP: node-originated traffic is DNATed here; invalid means
 	// REDIRECT (to loopback) as a last resort.
 	hostIP netip.Addr
-	// clusterCIDR tells pod traffic apart; invalid when unknown.
-	clusterCIDR netip.Prefix
+	// local is the local-traffic detector's match (--detect-local-mode):
+	// it tells pod traffic apart; zero when nothing is local.
+	local proxier.LocalMatch
 	// nodePods is this node's own pod CIDR (Node spec.podCIDRs); invalid
 	// when the node has none.
 	nodePods netip.Prefix
@@ -99,7 +102,7 @@ func (rs *ruleSet) service(p *servicePlan) {
 	if sp.NodePort != 0 {
 		for _, within := range nodePortScopes(rs.rc.nodePortPrefixes) {
 			d := dest{port: sp.NodePort, what: "nodePort", within: within}
-			rs.add(chainMark, append(rs.match(p, d, netip.Prefix{}, "", true),
+			rs.add(chainMark, append(rs.match(p, d, source{}, "", true),
 				"-m", "socket", "--transparent", "--nowildcard", "-j", "MARK", "--set-xmark", markArg(rs.rc.mark)))
 			rs.externalDest(p, d)
 		}
@@ -113,21 +116,45 @@ func (rs *ruleSet) internalDest(p *servicePlan, d dest) {
 		rs.refuse(p, d)
 		return
 	}
-	rs.redirect(p, d, netip.Prefix{}, internalTraffic, false, "")
-	rs.redirect(p, d, netip.Prefix{}, internalTraffic, true, "")
+	rs.redirect(p, d, source{}, internalTraffic, false, "")
+	rs.redirect(p, d, source{}, internalTraffic, true, "")
 }
 
-// localPods are the pods whose traffic to external destinations is
-// short-circuited: this node's own when its pod CIDR is known, else every
-// pod (the cluster CIDR). A pod on another node reaching this node's
-// NodePort is external traffic, as upstream's e2e suite expects: the
-// kernel modes' short-circuit for it only ever "works" when the endpoint
-// answers through this node, and the proxy would always make it work.
-func (rc *renderConfig) localPods() netip.Prefix {
-	if rc.nodePods.IsValid() {
-		return rc.nodePods
+// localPods matches the pods whose traffic to external destinations is
+// short-circuited. A source-CIDR detector is narrowed to this node's own
+// pods when its pod CIDR is known: a pod on another node reaching this
+// node's NodePort is external traffic, as upstream's e2e suite expects
+// (the kernel modes' short-circuit for it only ever "works" when the
+// endpoint answers through this node, and the proxy would always make it
+// work). An interface detector only ever sees this node's pods.
+func (rc *renderConfig) localPods() proxier.LocalMatch {
+	if rc.local.CIDR.IsValid() && rc.nodePods.IsValid() {
+		return proxier.LocalMatch{CIDR: rc.nodePods}
 	}
-	return rc.clusterCIDR
+	return rc.local
+}
+
+// source restricts a rule to packets from prefix (if valid) that came in
+// on iif (if set; "name+" for a prefix, as iptables writes it).
+type source struct {
+	prefix netip.Prefix
+	iif    string
+}
+
+// podSource is the part of src that the local match calls pods: the
+// overlap with a CIDR, or src on the pod interface(s); ok is false when
+// no pod can be in src.
+func podSource(src netip.Prefix, local proxier.LocalMatch) (source, bool) {
+	switch {
+	case local.CIDR.IsValid():
+		p, ok := intersect(src, local.CIDR)
+		return source{prefix: p}, ok
+	case local.Prefix:
+		return source{prefix: src, iif: local.Interface + "+"}, true
+	case local.Interface != "":
+		return source{prefix: src, iif: local.Interface}, true
+	}
+	return source{}, false
 }
 
 // externalDest: traffic from outside reaches the external selection.
@@ -141,16 +168,16 @@ func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
 		hostKind, hostEPs = internalTraffic, p.internal
 	}
 	localPods := rs.rc.localPods()
-	podsInternal := p.split && p.sp.ExternalPolicyLocal && localPods.IsValid() && len(p.internal) > 0
+	podsInternal := p.split && p.sp.ExternalPolicyLocal && localPods.IsImplemented() && len(p.internal) > 0
 	for _, src := range sources(d.ranges) {
 		if len(hostEPs) > 0 {
-			rs.redirect(p, d, src, hostKind, true, "")
+			rs.redirect(p, d, source{prefix: src}, hostKind, true, "")
 		}
-		if pods, ok := intersect(src, localPods); podsInternal && ok {
+		if pods, ok := podSource(src, localPods); podsInternal && ok {
 			rs.redirect(p, d, pods, internalTraffic, false, "from pods")
 		}
 		if len(p.external) > 0 {
-			rs.redirect(p, d, src, externalTraffic, false, "")
+			rs.redirect(p, d, source{prefix: src}, externalTraffic, false, "")
 		}
 	}
 	switch {
@@ -166,7 +193,7 @@ func (rs *ruleSet) externalDest(p *servicePlan, d dest) {
 // when the proxy's sentinel socket marked it, DNAT to the host IP for
 // node-originated traffic. Unmarked traffic from outside (no proxy
 // running) goes to the fallback.
-func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, kind trafficKind, host bool, note string) {
+func (rs *ruleSet) redirect(p *servicePlan, d dest, src source, kind trafficKind, host bool, note string) {
 	port := rs.ports[p.key(kind)]
 	chain := chainPortalsContainer
 	switch {
@@ -200,7 +227,7 @@ func (rs *ruleSet) redirect(p *servicePlan, d dest, src netip.Prefix, kind traff
 // node (masquerade), except for the external traffic of
 // externalTrafficPolicy Local, which keeps the client's address as the
 // proxy does with Transparent (its endpoints are local).
-func (rs *ruleSet) fallback(chain string, p *servicePlan, d dest, src netip.Prefix, kind trafficKind, note string) {
+func (rs *ruleSet) fallback(chain string, p *servicePlan, d dest, src source, kind trafficKind, note string) {
 	eps := p.internal
 	if kind == externalTraffic {
 		eps = p.external
@@ -231,20 +258,24 @@ func (rs *ruleSet) refuse(p *servicePlan, d dest) {
 }
 
 func (rs *ruleSet) filter(p *servicePlan, d dest, verdict, note string) {
-	rs.add(chainFilter, append(rs.match(p, d, netip.Prefix{}, note, true), "-j", verdict))
+	rs.add(chainFilter, append(rs.match(p, d, source{}, note, true), "-j", verdict))
 }
 
-// match selects the packets of p addressed to d, from src if valid.
-func (rs *ruleSet) match(p *servicePlan, d dest, src netip.Prefix, note string, filter bool) []string {
+// match selects the packets of p addressed to d, from src (in
+// iptables-save's order: -s, -d, -i, -p).
+func (rs *ruleSet) match(p *servicePlan, d dest, src source, note string, filter bool) []string {
 	var a []string
-	if src.IsValid() {
-		a = append(a, "-s", src.String())
+	if src.prefix.IsValid() {
+		a = append(a, "-s", src.prefix.String())
 	}
 	if d.addr.IsValid() {
 		a = append(a, "-d", netip.PrefixFrom(d.addr, d.addr.BitLen()).String())
 	}
 	if d.within.IsValid() {
 		a = append(a, "-d", d.within.String())
+	}
+	if src.iif != "" {
+		a = append(a, "-i", src.iif)
 	}
 	proto := strings.ToLower(string(p.sp.Protocol))
 	comment := p.sp.Name.String() + " " + d.what

@@ -93,8 +93,8 @@ COMMIT
 func TestRenderGolden(t *testing.T) {
 	st := renderState()
 	rc := testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
-		hostIP: netip.MustParseAddr("192.168.0.10"), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})
-	got := string(render(rc, planFamily(st, v1.IPv4Protocol), renderPorts(v1.IPv4Protocol)))
+		hostIP: netip.MustParseAddr("192.168.0.10"), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	got := string(render(rc, planFamily(st, v1.IPv4Protocol, false), renderPorts(v1.IPv4Protocol)))
 	if d := cmp.Diff(strings.Split(renderGolden, "\n"), strings.Split(got, "\n")); d != "" {
 		t.Errorf("render (-want +got):\n%s", d)
 	}
@@ -124,7 +124,7 @@ func TestRenderVariants(t *testing.T) {
 		not:  []string{"from pods"},
 	}, {
 		name: "eTP=Local without local endpoints: external traffic dropped, pods and node still served",
-		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}),
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")}}),
 		mod: func(st *proxier.State) {
 			n := spName("web", v1.ProtocolTCP)
 			st.Endpoints[n] = st.Endpoints[n][1:]
@@ -137,7 +137,7 @@ func TestRenderVariants(t *testing.T) {
 		not: []string{"--to-ports 40002"},
 	}, {
 		name: "eTP=Local, node pod CIDR known: only this node's pods are short-circuited",
-		rc: testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		rc: testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")},
 			nodePods: netip.MustParsePrefix("10.244.1.0/24")}),
 		mod: func(st *proxier.State) {
 			n := spName("web", v1.ProtocolTCP)
@@ -146,6 +146,13 @@ func TestRenderVariants(t *testing.T) {
 		want: []string{
 			`-A KUBE-NODEPORT-CONTAINER -s 10.244.1.0/24 -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`,
 			`-A KUBE-PORTALS-FILTER -p tcp -m comment --comment "ns/web:p nodePort has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP`,
+		},
+		not: []string{"-s 10.244.0.0/16"},
+	}, {
+		name: "InterfaceNamePrefix: pods are told by their input interface",
+		rc:   testRC(renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(), local: proxier.LocalMatch{Interface: "cali", Prefix: true}}),
+		want: []string{
+			`-A KUBE-NODEPORT-CONTAINER -i cali+ -p tcp -m comment --comment "ns/web:p nodePort from pods" -m tcp --dport 30080 -m mark --mark 0x1000/0x1000 -j REDIRECT --to-ports 40001`,
 		},
 		not: []string{"-s 10.244.0.0/16"},
 	}, {
@@ -170,7 +177,7 @@ func TestRenderVariants(t *testing.T) {
 			if tc.mod != nil {
 				tc.mod(st)
 			}
-			got := string(render(tc.rc, planFamily(st, tc.rc.family), renderPorts(tc.rc.family)))
+			got := string(render(tc.rc, planFamily(st, tc.rc.family, tc.rc.local.ByInterface()), renderPorts(tc.rc.family)))
 			lines := strings.Split(got, "\n")
 			for _, w := range tc.want {
 				if !contains(lines, w) {
@@ -217,6 +224,25 @@ func TestIntersect(t *testing.T) {
 	for _, tc := range tests {
 		if got, ok := intersect(tc.a, tc.b); got != tc.want || ok != tc.ok {
 			t.Errorf("intersect(%v, %v) = %v, %v; want %v, %v", tc.a, tc.b, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestPlanSplitsByInterface: with an interface detector an
+// externalTrafficPolicy Local port always gets an external socket of its
+// own (the only one that dials from client addresses), even when both
+// policies are Local; the "-i" rules keep pods off it.
+func TestPlanSplitsByInterface(t *testing.T) {
+	st := renderState()
+	n := spName("web", v1.ProtocolTCP)
+	sp := *st.Services[n]
+	sp.InternalPolicyLocal, sp.ExternalPolicyLocal = true, true
+	st.Services[n] = &sp
+	for _, byIface := range []bool{false, true} {
+		for _, p := range planFamily(st, v1.IPv4Protocol, byIface) {
+			if p.sp.Name == n && p.split != byIface {
+				t.Errorf("byIface=%v: iTP=eTP=Local port split=%v", byIface, p.split)
+			}
 		}
 	}
 }

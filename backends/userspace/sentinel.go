@@ -80,6 +80,11 @@ func (b *Backend) syncSentinelsLocked(want map[sentinelKey]string) {
 			delete(b.sentinels, k)
 		}
 	}
+	b.openSentinelsLocked(want)
+}
+
+// openSentinelsLocked opens the sentinels of want that are not open.
+func (b *Backend) openSentinelsLocked(want map[sentinelKey]string) {
 	for k, label := range want {
 		if _, ok := b.sentinels[k]; ok {
 			continue
@@ -92,6 +97,34 @@ func (b *Backend) syncSentinelsLocked(want map[sentinelKey]string) {
 		}
 		b.sentinels[k] = s
 	}
+}
+
+// earlySentinels picks the UDP sentinels of want that may open before
+// this sync's rules are written: those of a family whose rules this
+// daemon has written before. Opened after the rules, a new UDP service's
+// sentinel leaves a gap in which datagrams take the fallback DNAT, which
+// has no session affinity; a UDP client keeps that flow's endpoint while
+// the proxy may pin it to another (upstream's "client IP based session
+// affinity: udp" spec caught it). Opening it first is safe once only this
+// daemon's rules are in the kernel: they have no REDIRECT for the address
+// yet, so a marked datagram is delivered to the sentinel itself, which
+// drops it, as the missing rules would have; the client's retry meets the
+// REDIRECT. Not on a daemon's first sync, when a predecessor's rules may
+// REDIRECT marked traffic to its dead proxy ports, and not for TCP, where
+// the sentinel would answer an early SYN with a reset instead of letting
+// the client retransmit.
+func (b *Backend) earlySentinels(want map[sentinelKey]string) map[sentinelKey]string {
+	early := map[sentinelKey]string{}
+	for k, label := range want {
+		if _, open := b.sentinels[k]; open || k.proto != v1.ProtocolUDP {
+			continue
+		}
+		if len(b.applied[runnerFamily(k.family)]) == 0 {
+			continue
+		}
+		early[k] = label
+	}
+	return early
 }
 
 func (b *Backend) openSentinel(k sentinelKey) (sentinel, error) {

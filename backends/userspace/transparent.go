@@ -38,13 +38,20 @@ func (t *transparency) from(client netip.Addr, ep netip.AddrPort) bool {
 
 // insideOf lists the addresses of fam never dialed from, or nil when the
 // backend does not dial from clients' addresses in fam: Transparent is
-// off, there is no policy routing, or no pod CIDR tells pods apart.
+// off, there is no policy routing, or no local-traffic detector tells
+// pods apart. With a source-CIDR detector (ClusterCIDR, NodeCIDR) the
+// proxy keeps pods out by address; with an interface detector the rules
+// keep them off the sockets that dial from clients (planFamily), so only
+// the node's own addresses are listed.
 func (b *Backend) insideOf(fam v1.IPFamily, st *proxier.State) []netip.Prefix {
-	pods := b.cfg.clusterCIDR(fam)
-	if !b.cfg.Transparent || b.cfg.Routing == nil || !pods.IsValid() {
+	local := b.cfg.LocalDetector.Match(fam, st.Node)
+	if !b.cfg.Transparent || b.cfg.Routing == nil || !local.IsImplemented() {
 		return nil
 	}
-	inside := []netip.Prefix{pods}
+	inside := []netip.Prefix{} // non-nil: dial from clients
+	if local.CIDR.IsValid() {
+		inside = append(inside, local.CIDR)
+	}
 	for _, list := range [][]netip.Addr{b.cfg.NodeIPs, st.Node.Addresses} {
 		for _, ip := range list {
 			if ip = ip.Unmap(); familyOf(ip) == fam {

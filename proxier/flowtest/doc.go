@@ -6,9 +6,17 @@
 // Every backend runs the same table against a model of what it programmed:
 //
 //	state, node := flowtest.Fixture()
-//	// ... sync the backend (built from node.ClusterCIDRs, node.NodeIPs,
+//	// ... sync the backend (built from node.LocalDetector, node.NodeIPs,
 //	// node.MasqueradeAll) with state against its fake kernel ...
 //	flowtest.Run(t, model) // model.Flow(packet) answers from the fake
+//
+// RunDetectors runs the table once per local-traffic detector of
+// kube-proxy's --detect-local-mode (Variants: ClusterCIDR, NodeCIDR,
+// BridgeInterface, InterfaceNamePrefix, and none). Packets carry the
+// interface they came in on (pods on this node: the bridge "cbr0", or a
+// "cali..." veth in the InterfaceNamePrefix variant; the rest: "eth0";
+// the node's own: none), and cases whose outcome depends on the detector
+// say so per variant (Case.ByDetector).
 //
 // The iptables backend's model is iptablestest.FlowModel (its packet
 // tracer); the IPVS and userspace backends write their own.

@@ -24,7 +24,11 @@ const (
 
 	podClient   = "10.244.1.99"       // a pod on this node, not an endpoint
 	podClient6  = "fd00:10:244:1::99" // its IPv6 address
-	outsider    = "203.0.113.7"       // a client outside the cluster
+	remotePod   = "10.244.2.99"       // a pod on node-b, routed to this node
+	offCIDRPod  = "100.64.1.5"        // a pod on this node outside the cluster CIDR
+	podCIDR     = "10.244.1.0/24"     // this node's spec.podCIDRs
+	podCIDR6    = "fd00:10:244:1::/64"
+	outsider    = "203.0.113.7" // a client outside the cluster
 	outsider6   = "2001:db8:ffff::7"
 	nonService  = "10.96.0.99" // in the service range, not allocated
 	notNodePort = 22
@@ -79,13 +83,49 @@ func clusterIPPort(name, port string, proto v1.Protocol, clusterIP string, p uin
 	return &proxier.ServicePort{Name: spn(name, port, proto), Protocol: proto, Port: p, ClusterIPs: addrs(clusterIP)}
 }
 
+// Interfaces of the fixture's node: pods on this node are behind the
+// bridge "cbr0" (or, in the InterfaceNamePrefix variant, each on a routed
+// veth "cali..."); everything else arrives on the uplink.
+const (
+	bridge     = "cbr0"
+	podVeth    = "cali7f3a9c"
+	vethPrefix = "cali"
+	uplink     = "eth0"
+)
+
+// Variant is one local-traffic detector the table runs with: the backend
+// is built with Local, and pods on this node send through PodInterface.
+type Variant struct {
+	Name         string
+	Local        proxier.LocalDetector
+	PodInterface string
+}
+
+// Variants are the detectors of kube-proxy's --detect-local-mode, and
+// ClusterCIDR mode without a cluster CIDR ("none": nothing is local). The
+// first is Fixture's.
+func Variants() []Variant {
+	cidrs := []netip.Prefix{netip.MustParsePrefix(clusterCIDR), netip.MustParsePrefix(clusterV6)}
+	return []Variant{
+		{"ClusterCIDR", proxier.DetectByClusterCIDRs(cidrs...), bridge},
+		{"NodeCIDR", proxier.DetectByNodeCIDR(), bridge},
+		{"BridgeInterface", proxier.DetectByBridge(bridge), bridge},
+		{"InterfaceNamePrefix", proxier.DetectByInterfacePrefix(vethPrefix), podVeth},
+		{"none", proxier.LocalDetector{}, bridge},
+	}
+}
+
 // Fixture returns a fresh State covering the table's scenarios and the
-// node configuration to build the backend with.
-func Fixture() (*proxier.State, NodeConfig) {
+// node configuration to build the backend with (ClusterCIDR detection).
+func Fixture() (*proxier.State, NodeConfig) { return FixtureFor(Variants()[0]) }
+
+// FixtureFor is Fixture with the variant's local-traffic detector.
+func FixtureFor(v Variant) (*proxier.State, NodeConfig) {
 	state := &proxier.State{
 		Services:  map[proxier.ServicePortName]*proxier.ServicePort{},
 		Endpoints: map[proxier.ServicePortName][]proxier.Endpoint{},
-		Node:      proxier.NodeInfo{Name: thisNode, Addresses: addrs(nodeIPv4, nodeIPv6)},
+		Node: proxier.NodeInfo{Name: thisNode, Addresses: addrs(nodeIPv4, nodeIPv6),
+			PodCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR), netip.MustParsePrefix(podCIDR6)}},
 	}
 	f := fixture{state}
 	addClusterIPServices(f)
@@ -93,9 +133,9 @@ func Fixture() (*proxier.State, NodeConfig) {
 	addPolicyServices(f)
 	addIPv6Service(f)
 	return state, NodeConfig{
-		NodeName:     thisNode,
-		NodeIPs:      addrs(nodeIPv4, nodeIPv6),
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(clusterCIDR), netip.MustParsePrefix(clusterV6)},
+		NodeName:      thisNode,
+		NodeIPs:       addrs(nodeIPv4, nodeIPv6),
+		LocalDetector: v.Local,
 	}
 }
 

@@ -3,12 +3,15 @@ package flowtest
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // Packet is the first packet of a new connection.
@@ -21,6 +24,10 @@ type Packet struct {
 	DstIP    netip.Addr
 	DstPort  uint16
 	Protocol v1.Protocol
+	// InInterface is the interface the packet came in on: the pods'
+	// bridge or veth for pod traffic, the uplink for outside traffic, ""
+	// for the node's own (SrcLocal) packets, which have none.
+	InInterface string
 }
 
 // String describes the packet for test failures.
@@ -29,7 +36,7 @@ func (p Packet) String() string {
 	if p.SrcLocal {
 		from = "node-local"
 	}
-	return fmt.Sprintf("%s %s packet %s -> %s", from, p.Protocol, p.SrcIP, netip.AddrPortFrom(p.DstIP, p.DstPort))
+	return fmt.Sprintf("%s %s packet %s (in %q) -> %s", from, p.Protocol, p.SrcIP, p.InInterface, netip.AddrPortFrom(p.DstIP, p.DstPort))
 }
 
 // Expect is what happens to the packet. The zero value means nothing
@@ -55,6 +62,17 @@ type Case struct {
 	Name   string
 	Packet Packet
 	Expect Expect
+	// ByDetector overrides Expect for the named Variants, where the
+	// local-traffic detector changes the outcome.
+	ByDetector map[string]Expect
+}
+
+// expectFor is the case's expectation under a variant.
+func (c Case) expectFor(variant string) Expect {
+	if e, ok := c.ByDetector[variant]; ok {
+		return e
+	}
+	return c.Expect
 }
 
 // Model is a backend's answer to "what happens to this packet", computed
@@ -69,17 +87,59 @@ type NodeConfig struct {
 	NodeName string
 	// NodeIPs are the node's addresses, one per family.
 	NodeIPs []netip.Addr
-	// ClusterCIDRs are the pod CIDRs (--cluster-cidr), one per family:
-	// traffic from them to a cluster IP is not masqueraded.
-	ClusterCIDRs []netip.Prefix
+	// LocalDetector is the local-traffic detector (--detect-local-mode):
+	// in Fixture, ClusterCIDR with the cluster CIDRs of both families, so
+	// pod traffic to a cluster IP is not masqueraded.
+	LocalDetector proxier.LocalDetector
 	// MasqueradeAll is --masquerade-all (false in Fixture).
 	MasqueradeAll bool
 }
 
-// Run runs every case of Cases as a subtest of t against m.
-func Run(t *testing.T, m Model) {
+// Run runs every case of Cases as a subtest of t against m, a model of
+// the backend built from Fixture (ClusterCIDR detection).
+func Run(t *testing.T, m Model, deviations ...Deviation) {
 	t.Helper()
-	for _, c := range Cases() {
+	RunVariant(t, Variants()[0], m, deviations...)
+}
+
+// RunDetectors runs the table once per local-traffic detector (Variants):
+// build must return a model of the backend built from the NodeConfig and
+// synced with the State it is given (FixtureFor the variant).
+func RunDetectors(t *testing.T, build func(t *testing.T, state *proxier.State, node NodeConfig) Model, deviations ...Deviation) {
+	t.Helper()
+	for _, v := range Variants() {
+		t.Run(v.Name, func(t *testing.T) {
+			state, node := FixtureFor(v)
+			RunVariant(t, v, build(t, state, node), deviations...)
+		})
+	}
+}
+
+// Deviation is a backend's documented departure from the table: under
+// Variant, Case is expected to end as Expect instead, for the reason Why
+// (which the backend's documentation gives too). The deviation is
+// checked like any row; one that names no row fails the run.
+type Deviation struct {
+	Variant, Case string
+	Expect        Expect
+	Why           string
+}
+
+// RunVariant runs the table under one variant against m, a model of the
+// backend built from FixtureFor(v), with the backend's deviations.
+func RunVariant(t *testing.T, v Variant, m Model, deviations ...Deviation) {
+	t.Helper()
+	cases := CasesFor(v)
+	for _, d := range deviations {
+		i := slices.IndexFunc(cases, func(c Case) bool { return c.Name == d.Case })
+		if i < 0 && d.Variant == v.Name {
+			t.Errorf("deviation %q names no case", d.Case)
+		}
+		if i >= 0 && d.Variant == v.Name {
+			cases[i].Expect = d.Expect
+		}
+	}
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			got, err := m.Flow(c.Packet)
 			if err != nil {

@@ -59,7 +59,7 @@ func TestTableMatchesFixture(t *testing.T) {
 
 func TestFixtureIsWellFormed(t *testing.T) {
 	state, node := Fixture()
-	if node.MasqueradeAll || len(node.NodeIPs) != 2 || len(node.ClusterCIDRs) != 2 {
+	if node.MasqueradeAll || len(node.NodeIPs) != 2 || len(node.LocalDetector.ClusterCIDRs) != 2 {
 		t.Errorf("node config: %+v", node)
 	}
 	for name, sp := range state.Services {
@@ -103,6 +103,38 @@ func TestDiff(t *testing.T) {
 	for _, tc := range tests {
 		if d := Diff(tc.want, tc.got); (d == "") != tc.same {
 			t.Errorf("%s: Diff = %q, want same=%v", tc.name, d, tc.same)
+		}
+	}
+}
+
+// TestDetectorOverridesNameVariants: an override keyed by a name that is
+// no variant would never be checked.
+func TestDetectorOverridesNameVariants(t *testing.T) {
+	names := map[string]bool{}
+	for _, v := range Variants() {
+		names[v.Name] = true
+		if err := v.Local.Validate(); err != nil {
+			t.Errorf("variant %s: %v", v.Name, err)
+		}
+	}
+	overridden := 0
+	for _, c := range Cases() {
+		for name := range c.ByDetector {
+			overridden++
+			if !names[name] {
+				t.Errorf("%q: override for unknown variant %q", c.Name, name)
+			}
+		}
+	}
+	if overridden == 0 {
+		t.Error("no case depends on the detector")
+	}
+	// Pods of this node send through the variant's pod interface.
+	for _, v := range Variants() {
+		for _, c := range CasesFor(v) {
+			if c.Packet.SrcIP.String() == podClient && c.Packet.InInterface != v.PodInterface {
+				t.Errorf("%s/%q: pod packet in on %q", v.Name, c.Name, c.Packet.InInterface)
+			}
 		}
 	}
 }

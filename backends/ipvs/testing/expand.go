@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 var builtinChains = map[string][]string{

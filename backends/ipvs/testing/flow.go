@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -48,7 +48,7 @@ func (m *FlowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	local := append(slices.Clone(m.NodeIPs), m.K.Netlink.AllAddresses()...)
 	proto := strings.ToLower(string(p.Protocol))
 	pkt := iptablestest.Packet{SrcIP: p.SrcIP, DstIP: p.DstIP, Protocol: proto, SrcPort: 40000,
-		DstPort: p.DstPort, Local: p.SrcLocal, NodeIPs: local}
+		DstPort: p.DstPort, Local: p.SrcLocal, NodeIPs: local, InInterface: p.InInterface}
 	first, err := onePath(rules, fam, pkt)
 	if err != nil {
 		return flowtest.Expect{}, err
@@ -78,6 +78,7 @@ func (m *FlowModel) toRealServers(rules *iptablestest.Fake, fam runner.Family, p
 		out.Endpoints = append(out.Endpoints, rs.Addr.String())
 		post := pkt
 		post.DstIP, post.DstPort, post.Local, post.Mark = rs.Addr.Addr(), rs.Addr.Port(), true, first.Mark
+		post.InInterface = "" // traced as the node's own: no input interface
 		path, err := onePath(rules, fam, post)
 		if err != nil {
 			return out, fmt.Errorf("towards %s: %w", rs.Addr, err)

@@ -3,9 +3,9 @@ package ipvstest
 import (
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/backends/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // Kernel is a fake node: every fake the IPVS backend needs, wired

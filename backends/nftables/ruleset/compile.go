@@ -293,3 +293,26 @@ func (d DNATTo) Compile(f Family) ([]expr.Any, error) {
 }
 
 func secondsDuration(s uint32) time.Duration { return time.Duration(s) * time.Second }
+
+// ifNameSize is IFNAMSIZ: the kernel compares a whole name zero-padded
+// to it, and a prefix on its own bytes only (as nft compiles "eth*").
+const ifNameSize = 16
+
+// Compile implements Expr.
+func (i IifName) Compile(Family) ([]expr.Any, error) {
+	if i.Name == "" || len(i.Name) >= ifNameSize {
+		return nil, fmt.Errorf("interface name %q must have 1 to %d characters", i.Name, ifNameSize-1)
+	}
+	data := []byte(i.Name)
+	if !i.Prefix {
+		data = append(data, make([]byte, ifNameSize-len(data))...)
+	}
+	op := expr.CmpOpEq
+	if i.Neq {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg32},
+		&expr.Cmp{Op: op, Register: reg32, Data: data},
+	}, nil
+}

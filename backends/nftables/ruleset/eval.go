@@ -3,6 +3,7 @@ package ruleset
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // Packet is the first packet of a connection as the tracer sees it.
@@ -11,6 +12,8 @@ type Packet struct {
 	L4Proto      uint8
 	Dport        uint16
 	Mark         uint32
+	// Iifname is the input interface; "" for the node's own packets.
+	Iifname string
 	// DNATed is set while tracing postrouting for a connection whose
 	// destination was rewritten.
 	DNATed bool
@@ -96,6 +99,12 @@ func (c Cmp) Eval(p *Packet, _ Env) (Result, error) {
 		eq = v.Num == c.Num
 	}
 	return matched(eq != c.Neq)
+}
+
+// Eval implements Expr.
+func (i IifName) Eval(p *Packet, _ Env) (Result, error) {
+	eq := p.Iifname != "" && (p.Iifname == i.Name || i.Prefix && strings.HasPrefix(p.Iifname, i.Name))
+	return matched(eq != i.Neq)
 }
 
 // Eval implements Expr.

@@ -192,3 +192,27 @@ type DNATTo struct{ Endpoint netip.AddrPort }
 
 // Text gives the nft statement.
 func (d DNATTo) Text(f Family) string { return fmt.Sprintf("dnat %s to %s", f, d.Endpoint) }
+
+// IifName matches the interface the packet came in on: its name, or with
+// Prefix any name that starts with Name ("iifname "cali*"", kube-proxy's
+// match for --detect-local-mode InterfaceNamePrefix). The node's own
+// packets have no input interface: IifName never matches them, and with
+// Neq always does.
+type IifName struct {
+	Name   string
+	Prefix bool
+	Neq    bool
+}
+
+// Text gives e.g. `iifname "cbr0"` or `iifname != "cali*"`.
+func (i IifName) Text(Family) string {
+	op := " "
+	if i.Neq {
+		op = " != "
+	}
+	name := i.Name
+	if i.Prefix {
+		name += "*"
+	}
+	return "iifname" + op + fmt.Sprintf("%q", name)
+}

@@ -32,7 +32,7 @@ func (m FlowModel) Flow(fp flowtest.Packet) (flowtest.Expect, error) {
 		return flowtest.Expect{MasqChecked: true}, nil
 	}
 	env := traceEnv{Table: t, local: m.NodeIPs}
-	p := &ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: protoNum(fp.Protocol), Dport: fp.DstPort}
+	p := &ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: protoNum(fp.Protocol), Dport: fp.DstPort, Iifname: fp.InInterface}
 	hook := "prerouting"
 	if fp.SrcLocal {
 		hook = "output"

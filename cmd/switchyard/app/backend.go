@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,11 +16,11 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -52,7 +53,7 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 		Kernel:            k,
 		Families:          families(o),
 		Scheduler:         o.IPVS.Scheduler,
-		ClusterCIDRs:      o.ClusterCIDRs,
+		LocalDetector:     o.LocalDetector,
 		MasqueradeAll:     o.MasqueradeAll,
 		MasqueradeBit:     &bit,
 		NodePortAddresses: o.NodePortAddresses,
@@ -83,7 +84,7 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 	cfg := userspace.Config{
 		Runner:            r,
 		Families:          families(o),
-		ClusterCIDRs:      o.ClusterCIDRs,
+		LocalDetector:     o.LocalDetector,
 		NodePortAddresses: o.NodePortAddresses,
 		UDPIdleTimeout:    o.UDPIdleTimeout,
 		UDPMaxSessions:    udpMaxSessions(o.UDPMaxSessions),
@@ -125,7 +126,7 @@ func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backen
 	bit := int32(o.MasqueradeBit)
 	return nftables.New(nftables.Config{
 		Families:          families(o),
-		ClusterCIDRs:      o.ClusterCIDRs,
+		LocalDetector:     o.LocalDetector,
 		MasqueradeAll:     o.MasqueradeAll,
 		MasqueradeBit:     &bit,
 		NodePortAddresses: o.NodePortAddresses,
@@ -145,7 +146,7 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registere
 		NFAcct:              reg != nil && ensureNFAcct(reg),
 		ConntrackTCPLiberal: o.Conntrack.TCPBeLiberal,
 		Families:            families(o),
-		ClusterCIDRs:        o.ClusterCIDRs,
+		LocalDetector:       o.LocalDetector,
 		MasqueradeAll:       o.MasqueradeAll,
 		MasqueradeBit:       &bit,
 		NodePortAddresses:   o.NodePortAddresses,
@@ -179,10 +180,11 @@ func ensureNFAcct(reg prometheus.Registerer) bool {
 }
 
 // families is the primary family, plus the other one when a cluster CIDR
-// of that family is configured (dual-stack).
+// of that family is configured, or in NodeCIDR mode the node has a pod
+// CIDR of it (dual-stack).
 func families(o *Options) []v1.IPFamily {
 	fams := []v1.IPFamily{primaryFamily(o)}
-	for _, p := range o.ClusterCIDRs {
+	for _, p := range slices.Concat(o.ClusterCIDRs, o.NodePodCIDRs) {
 		if f := familyOfPrefix(p); f != fams[0] {
 			return append(fams, f)
 		}

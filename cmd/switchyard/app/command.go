@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // Version is the daemon's version, printed by --version. Release builds set
@@ -88,6 +90,7 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	}
 	opts.Logging = merged.Logging
 	warnInactive(merged, fs, opts.Mode, warn)
+	warnInactiveDetectLocal(merged, fs, opts.LocalDetector.Mode, warn)
 	warnGates(opts, warn)
 	return opts, merged, nil
 }
@@ -106,6 +109,24 @@ func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string))
 		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
 		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) {
 			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
+		}
+	}
+}
+
+// warnInactiveDetectLocal reports a bridge name or interface prefix given
+// explicitly while detectLocalMode is another mode: kube-proxy ignores it
+// silently; here it is ignored too, and said. (kubeadm writes both as
+// empty strings, which is not "given".)
+func warnInactiveDetectLocal(r *rawConfig, fs *pflag.FlagSet, mode proxier.LocalMode, warn func(string)) {
+	for _, s := range []struct {
+		flag, value string
+		mode        proxier.LocalMode
+	}{
+		{"pod-bridge-interface", r.PodBridgeInterface, proxier.LocalModeBridgeInterface},
+		{"pod-interface-name-prefix", r.PodInterfaceNamePrefix, proxier.LocalModeInterfaceNamePrefix},
+	} {
+		if s.value != "" && mode != s.mode && (fs.Changed(s.flag) || r.fromFile[s.flag]) {
+			warn(fmt.Sprintf("%s has no effect: %s is %s, not %s", r.name(s.flag), r.name("detect-local-mode"), mode, s.mode))
 		}
 	}
 }

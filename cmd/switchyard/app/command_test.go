@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // result is what one execution of the command produced.
@@ -84,6 +85,9 @@ func defaultOptions() *Options {
 		LocalhostNodePorts: true,
 		OOMScoreAdj:        -999,
 		BindAddress:        netip.IPv4Unspecified(),
+		// kube-proxy's default detectLocalMode, here without a cluster
+		// CIDR: nothing is local.
+		LocalDetector: proxier.DetectByClusterCIDRs(),
 	}
 }
 
@@ -93,6 +97,14 @@ var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})
 	cmpopts.IgnoreFields(Options{}, "FeatureGates", "Logging")}
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+
+// calicoFile is kubeadmFile as a Calico cluster runs it: pods told apart
+// by their "cali*" veths, no cluster CIDR.
+var calicoFile = strings.NewReplacer(
+	"clusterCIDR: 10.244.0.0/16", `clusterCIDR: ""`,
+	`interfaceNamePrefix: ""`, "interfaceNamePrefix: cali",
+	`detectLocalMode: ""`, "detectLocalMode: InterfaceNamePrefix",
+).Replace(kubeadmFile)
 
 // fullFile sets every field switchyard maps to a non-default value.
 const fullFile = header + `
@@ -106,6 +118,9 @@ clientConnection:
 configSyncPeriod: 5m
 hostnameOverride: " Node-1 "
 clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+detectLocalMode: BridgeInterface
+detectLocal:
+  bridgeInterface: cbr0
 nodePortAddresses: [192.168.0.0/16, "fd00::/8"]
 metricsBindAddress: 0.0.0.0:9100
 healthzBindAddress: "[::]:9101"
@@ -152,6 +167,7 @@ func fullFileOptions(path string) *Options {
 		ConfigSyncPeriod:          5 * time.Minute,
 		HostnameOverride:          "node-1",
 		ClusterCIDRs:              []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
+		LocalDetector:             proxier.DetectByBridge("cbr0"),
 		MasqueradeAll:             true,
 		MasqueradeBit:             0,
 		NodePortAddresses:         []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00::/8")},
@@ -180,6 +196,7 @@ func fullFileOptions(path string) *Options {
 func TestCommandOptions(t *testing.T) {
 	full := writeConfig(t, fullFile)
 	kubeadm := writeConfig(t, kubeadmFile)
+	calico := writeConfig(t, calicoFile)
 	tests := []struct {
 		name string
 		args []string
@@ -192,6 +209,14 @@ func TestCommandOptions(t *testing.T) {
 			o.ConfigFile = kubeadm
 			o.Kubeconfig = "/var/lib/kube-proxy/kubeconfig.conf"
 			o.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+			o.LocalDetector = proxier.DetectByClusterCIDRs(o.ClusterCIDRs...)
+			return o
+		}},
+		{"Calico-style file", []string{"--config=" + calico}, func() *Options {
+			o := defaultOptions()
+			o.ConfigFile = calico
+			o.Kubeconfig = "/var/lib/kube-proxy/kubeconfig.conf"
+			o.LocalDetector = proxier.DetectByInterfacePrefix("cali")
 			return o
 		}},
 		{"flags override file", []string{
@@ -199,10 +224,12 @@ func TestCommandOptions(t *testing.T) {
 			"--iptables-sync-period=20s", "--iptables-masquerade-bit=3", "--ipvs-scheduler=rr",
 			"--nodeport-addresses=primary", "--metrics-bind-address=", "--masquerade-all=false",
 			"--kubeconfig=/k", "--udp-timeout=1s", "--profiling=false",
+			"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=cali",
 		}, func() *Options {
 			o := fullFileOptions(full)
 			o.Mode = ModeUserspace
 			o.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+			o.LocalDetector = proxier.DetectByInterfacePrefix("cali")
 			o.IPTables.SyncPeriod = 20 * time.Second
 			o.MasqueradeBit = 3
 			o.IPVS.Scheduler = "rr"
@@ -230,6 +257,7 @@ func TestCommandOptions(t *testing.T) {
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
 			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only", "--oom-score-adj=100",
 			"--bind-address=::1", "--bind-address-hard-fail", "--show-hidden-metrics-for-version=1.36",
+			"--detect-local-mode=NodeCIDR", "--pod-bridge-interface=br0", "--pod-interface-name-prefix=veth",
 		}, func() *Options {
 			return &Options{
 				Cleanup: true, InitOnly: true, OOMScoreAdj: 100,
@@ -237,6 +265,7 @@ func TestCommandOptions(t *testing.T) {
 				KubeAPIQPS: -1, KubeAPIContentType: "application/json",
 				ConfigSyncPeriod: time.Hour, HostnameOverride: "n1", ServiceProxyName: "switchyard",
 				ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},
+				LocalDetector: proxier.DetectByNodeCIDR(),
 				MasqueradeAll: true, MasqueradeBit: 31,
 				NodePortAddresses:  []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
 				MetricsBindAddress: "[::1]:10249", HealthzBindAddress: "127.0.0.1:10256",
@@ -390,6 +419,19 @@ func TestCommandInvalid(t *testing.T) {
 			`invalid conntrack.maxPerCore "-3": must be greater than or equal to 0`,
 			`invalid conntrack.tcpCloseWaitTimeout "-5s": must not be negative`,
 		}},
+		{"detect-local-mode flag", []string{"--detect-local-mode=PodCIDR"}, []string{
+			`invalid --detect-local-mode "PodCIDR": must be one of ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix or empty (ClusterCIDR)`}},
+		{"detectLocalMode file", file("detectLocalMode: clustercidr\n"), []string{`invalid detectLocalMode "clustercidr": must be one of `}},
+		{"bridge missing, mode flag", []string{"--detect-local-mode=BridgeInterface"}, []string{
+			`invalid --pod-bridge-interface "": must not be empty (--detect-local-mode is BridgeInterface)`}},
+		{"bridge missing, mode file", file("detectLocalMode: BridgeInterface\n"), []string{
+			`invalid detectLocal.bridgeInterface "": must not be empty (detectLocalMode is BridgeInterface)`}},
+		{"prefix missing, mode file", file("detectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: \"\"\n"), []string{
+			`invalid detectLocal.interfaceNamePrefix "": must not be empty (detectLocalMode is InterfaceNamePrefix)`}},
+		{"bridge name too long file", file("detectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: a-bridge-name-16\n"), []string{
+			`invalid detectLocal.bridgeInterface "a-bridge-name-16": must be at most 15 characters (detectLocalMode is BridgeInterface)`}},
+		{"prefix with a wildcard flag", []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=cali+"}, []string{
+			`invalid --pod-interface-name-prefix "cali+": must not contain`}},
 		{"all errors reported", []string{"--proxy-mode=x", "--ipvs-scheduler=y"}, []string{`--proxy-mode "x"`, `--ipvs-scheduler "y"`}},
 		{"wrong apiVersion", []string{"--config", writeConfig(t, "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion "kubeproxy.config.k8s.io/v1beta1": must be kubeproxy.config.k8s.io/v1alpha1`}},
 		{"missing apiVersion", []string{"--config", writeConfig(t, "kind: KubeProxyConfiguration\n")}, []string{`invalid apiVersion ""`}},
@@ -439,11 +481,22 @@ clientConnection:
 		}},
 		{"unsupported fields", `
 oomScoreAdj: -999
-detectLocalMode: InterfaceNamePrefix
+portRange: 30000-32767
 `, nil, []string{
-			`field "detectLocalMode" is not supported`,
+			`field "portRange" is not supported`,
 		}},
 		{"kubeadm file is quiet", strings.TrimPrefix(kubeadmFile, header), nil, nil},
+		{"Calico-style file is quiet", strings.TrimPrefix(calicoFile, header), nil, nil},
+		// Not a v1alpha1 field: kube-proxy's internal DetectLocal has
+		// ClusterCIDRs, filled from clusterCIDR; its decoder drops this
+		// one (lenient decoding, logged), and so does switchyard.
+		{"detectLocal.clusterCIDRs is unknown", "clusterCIDR: 10.244.0.0/16\ndetectLocal:\n  clusterCIDRs: [10.244.0.0/16]\n", nil, []string{
+			`unknown field "detectLocal.clusterCIDRs" is ignored`,
+		}},
+		{"bridge of another detect-local mode", "detectLocalMode: NodeCIDR\ndetectLocal:\n  bridgeInterface: cbr0\n", []string{"--pod-interface-name-prefix=cali"}, []string{
+			"detectLocal.bridgeInterface has no effect: detectLocalMode is NodeCIDR, not BridgeInterface",
+			"--pod-interface-name-prefix has no effect: detectLocalMode is NodeCIDR, not InterfaceNamePrefix",
+		}},
 		{"settings of another mode", "ipvs:\n  scheduler: lc\n", []string{"--ipvs-strict-arp", "--udp-timeout=1s"}, []string{
 			"ipvs.scheduler has no effect in iptables mode",
 			"--ipvs-strict-arp has no effect in iptables mode",

@@ -123,6 +123,9 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 	fromFile(r, "config-sync-period", &r.ConfigSyncPeriod, k.ConfigSyncPeriod.Duration)
 	fromFile(r, "hostname-override", &r.HostnameOverride, k.HostnameOverride)
 	fromFile(r, "cluster-cidr", &r.ClusterCIDR, k.ClusterCIDR)
+	fromFile(r, "detect-local-mode", &r.DetectLocalMode, string(k.DetectLocalMode))
+	fromFile(r, "pod-bridge-interface", &r.PodBridgeInterface, k.DetectLocal.BridgeInterface)
+	fromFile(r, "pod-interface-name-prefix", &r.PodInterfaceNamePrefix, k.DetectLocal.InterfaceNamePrefix)
 	fromFile(r, "masquerade-all", &r.MasqueradeAll, k.IPTables.MasqueradeAll)
 	if k.IPTables.MasqueradeBit != nil {
 		r.MasqueradeBit = *k.IPTables.MasqueradeBit // 0 is a valid bit: nil is "unset"

@@ -93,8 +93,6 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 	}{
 		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
-		{"detectLocalMode", k.DetectLocalMode != "" && k.DetectLocalMode != "ClusterCIDR"},
-		{"detectLocal", !reflect.ValueOf(k.DetectLocal).IsZero()},
 		{"portRange", k.PortRange != ""},
 		{"windowsRunAsService", k.WindowsRunAsService},
 	}
@@ -120,9 +118,6 @@ var fieldNotes = map[string]string{
 	"nftables.masqueradeBit":              "honoured in nftables mode (overrides iptables.masqueradeBit)",
 	"nftables.syncPeriod":                 "honoured in nftables mode (overrides iptables.syncPeriod)",
 	"nftables.minSyncPeriod":              "honoured in nftables mode (overrides iptables.minSyncPeriod)",
-	"detectLocalMode":                     "ClusterCIDR only so far: other modes are warned about",
-	"detectLocal.bridgeInterface":         "not implemented yet (detectLocalMode BridgeInterface): warned when set",
-	"detectLocal.interfaceNamePrefix":     "not implemented yet (detectLocalMode InterfaceNamePrefix): warned when set",
 	"winkernel.networkName":               "Windows only: warned when set",
 	"winkernel.sourceVip":                 "Windows only: warned when set",
 	"winkernel.enableDSR":                 "Windows only: warned when set",

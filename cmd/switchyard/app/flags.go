@@ -30,36 +30,42 @@ type rawConfig struct {
 	BindAddressHardFail bool
 	ShowHiddenMetrics   string
 	// AcceptContentTypes is clientConnection.acceptContentTypes (no flag).
-	AcceptContentTypes    string
-	Mode                  string
-	Kubeconfig            string
-	Master                string
-	KubeAPIQPS            float32
-	KubeAPIBurst          int32
-	KubeAPIContentType    string
-	ConfigSyncPeriod      time.Duration
-	HostnameOverride      string
-	ServiceProxyName      string
-	ClusterCIDR           string
-	MasqueradeAll         bool
-	MasqueradeBit         int32
-	NodePortAddresses     []string
-	MetricsBindAddress    string
-	HealthzBindAddress    string
-	IPTablesSyncPeriod    time.Duration
-	IPTablesMinSyncPeriod time.Duration
-	IPVSScheduler         string
-	IPVSSyncPeriod        time.Duration
-	IPVSMinSyncPeriod     time.Duration
-	IPVSTCPTimeout        time.Duration
-	IPVSTCPFinTimeout     time.Duration
-	IPVSUDPTimeout        time.Duration
-	IPVSStrictARP         bool
-	IPVSExcludeCIDRs      []string
-	UDPIdleTimeout        time.Duration
-	UserspaceUDPSessions  int
-	UserspaceTransparent  bool
-	EnableProfiling       bool
+	AcceptContentTypes string
+	Mode               string
+	Kubeconfig         string
+	Master             string
+	KubeAPIQPS         float32
+	KubeAPIBurst       int32
+	KubeAPIContentType string
+	ConfigSyncPeriod   time.Duration
+	HostnameOverride   string
+	ServiceProxyName   string
+	ClusterCIDR        string
+	// DetectLocalMode, PodBridgeInterface and PodInterfaceNamePrefix are
+	// kube-proxy's local-traffic detection (--detect-local-mode,
+	// --pod-bridge-interface, --pod-interface-name-prefix).
+	DetectLocalMode        string
+	PodBridgeInterface     string
+	PodInterfaceNamePrefix string
+	MasqueradeAll          bool
+	MasqueradeBit          int32
+	NodePortAddresses      []string
+	MetricsBindAddress     string
+	HealthzBindAddress     string
+	IPTablesSyncPeriod     time.Duration
+	IPTablesMinSyncPeriod  time.Duration
+	IPVSScheduler          string
+	IPVSSyncPeriod         time.Duration
+	IPVSMinSyncPeriod      time.Duration
+	IPVSTCPTimeout         time.Duration
+	IPVSTCPFinTimeout      time.Duration
+	IPVSUDPTimeout         time.Duration
+	IPVSStrictARP          bool
+	IPVSExcludeCIDRs       []string
+	UDPIdleTimeout         time.Duration
+	UserspaceUDPSessions   int
+	UserspaceTransparent   bool
+	EnableProfiling        bool
 
 	ConntrackMaxPerCore        int32
 	ConntrackMin               int32
@@ -134,6 +140,9 @@ func settings() []setting {
 		{"hostname-override", "hostnameOverride", "HostnameOverride"},
 		{"service-proxy-name", "", "ServiceProxyName"},
 		{"cluster-cidr", "clusterCIDR", "ClusterCIDR"},
+		{"detect-local-mode", "detectLocalMode", "DetectLocalMode"},
+		{"pod-bridge-interface", "detectLocal.bridgeInterface", "PodBridgeInterface"},
+		{"pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", "PodInterfaceNamePrefix"},
 		{"masquerade-all", "iptables.masqueradeAll", "MasqueradeAll"},
 		{"iptables-masquerade-bit", "iptables.masqueradeBit", "MasqueradeBit"},
 		{"nodeport-addresses", "nodePortAddresses", "NodePortAddresses"},
@@ -185,7 +194,10 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.ConfigSyncPeriod, "config-sync-period", r.ConfigSyncPeriod, "How often configuration from the API server is refreshed. Must be greater than 0.")
 	fs.StringVar(&r.HostnameOverride, "hostname-override", r.HostnameOverride, "If non-empty, will be used as the name of the Node that this proxy runs on instead of the actual hostname.")
 	fs.StringVar(&r.ServiceProxyName, "service-proxy-name", r.ServiceProxyName, "If non-empty, handle only Services labelled service.kubernetes.io/service-proxy-name=<this value>; otherwise handle Services without that label.")
-	fs.StringVar(&r.ClusterCIDR, "cluster-cidr", r.ClusterCIDR, "The CIDR range of the pods in the cluster (comma-separated, one per IP family). Traffic to service IPs from outside this range is masqueraded.")
+	fs.StringVar(&r.ClusterCIDR, "cluster-cidr", r.ClusterCIDR, "The CIDR range of the pods in the cluster (comma-separated, one per IP family). When --detect-local-mode is ClusterCIDR, traffic from this range is local: traffic to service IPs from outside it is masqueraded.")
+	fs.StringVar(&r.DetectLocalMode, "detect-local-mode", r.DetectLocalMode, "Mode to use to detect local traffic: ClusterCIDR (source in --cluster-cidr; the default), NodeCIDR (source in the Node's spec.podCIDRs), BridgeInterface (in on --pod-bridge-interface) or InterfaceNamePrefix (in on an interface named --pod-interface-name-prefix*).")
+	fs.StringVar(&r.PodBridgeInterface, "pod-bridge-interface", r.PodBridgeInterface, "A bridge interface name. When --detect-local-mode is set to BridgeInterface, switchyard will consider traffic to be local if it originates from this bridge.")
+	fs.StringVar(&r.PodInterfaceNamePrefix, "pod-interface-name-prefix", r.PodInterfaceNamePrefix, "An interface name prefix. When --detect-local-mode is set to InterfaceNamePrefix, switchyard will consider traffic to be local if it originates from any interface whose name begins with this prefix.")
 	fs.BoolVar(&r.MasqueradeAll, "masquerade-all", r.MasqueradeAll, "SNAT all traffic sent via Service cluster IPs.")
 	fs.Int32Var(&r.MasqueradeBit, "iptables-masquerade-bit", r.MasqueradeBit, "The bit of the fwmark space to mark packets requiring SNAT with. Must be within [0, 31].")
 	fs.StringSliceVar(&r.NodePortAddresses, "nodeport-addresses", r.NodePortAddresses, "A list of CIDR ranges that contain the IPs on which NodePort Services accept traffic, or the single value 'primary' for the node's primary IPs. Empty means all local addresses.")

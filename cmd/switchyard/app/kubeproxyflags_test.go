@@ -9,9 +9,9 @@ import (
 )
 
 // notYetImplemented are kube-proxy flags switchyard does not register yet
-// (local-traffic detection other than by cluster CIDR). Remove a flag from
-// here when it lands; the test fails if one listed here is registered.
-var notYetImplemented = []string{"detect-local-mode", "pod-bridge-interface", "pod-interface-name-prefix"}
+// (none since local-traffic detection landed). Add a flag here only with a
+// reason; the test fails if one listed here is registered.
+var notYetImplemented []string
 
 // TestKubeProxyFlags: every flag of kube-proxy v1.37.1's --help (the
 // reviewed list in testdata) is a switchyard flag, so a DaemonSet's

@@ -8,6 +8,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // Mode is the dataplane backend the daemon programs.
@@ -58,6 +59,13 @@ type Options struct {
 
 	// ClusterCIDRs holds at most one prefix per IP family (masked).
 	ClusterCIDRs []netip.Prefix
+	// LocalDetector is the local-traffic detection every mode renders
+	// (--detect-local-mode and its settings; ClusterCIDR mode uses
+	// ClusterCIDRs).
+	LocalDetector proxier.LocalDetector
+	// NodePodCIDRs are the Node's spec.podCIDRs found at start in NodeCIDR
+	// mode (awaitPodCIDRs); nil otherwise.
+	NodePodCIDRs []netip.Prefix
 	// MasqueradeAll SNATs all traffic sent to service IPs.
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit (0..31) that marks packets for SNAT.

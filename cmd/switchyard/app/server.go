@@ -46,6 +46,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
 		return err
 	}
+	if err := awaitPodCIDRs(ctx, o, client, nodeName); err != nil {
+		return err
+	}
+	logLocalDetection(o)
 	if err := setupThisNode(o); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // ipvsSchedulers are the IPVS schedulers switchyard accepts.
@@ -76,21 +77,12 @@ func (r *rawConfig) options() (*Options, error) {
 		BindAddress:         v.bindIP(),
 		BindAddressHardFail: r.BindAddressHardFail,
 	}
+	o.LocalDetector = v.localDetector(o.ClusterCIDRs)
 	v.showHiddenMetrics()
 	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
 	o.FeatureGates = v.featureGates(o.Mode)
 	v.durations()
-	if r.UserspaceUDPSessions < 0 {
-		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
-	}
-	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
-	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
-	if r.OOMScoreAdj < -1000 || r.OOMScoreAdj > 1000 {
-		v.fail("oom-score-adj", strconv.Itoa(int(r.OOMScoreAdj)), "must be within the range [-1000, 1000]")
-	}
-	if r.KubeAPIBurst < 0 {
-		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
-	}
+	v.counts()
 	if err := errors.Join(v.errs...); err != nil {
 		return nil, err
 	}
@@ -286,5 +278,74 @@ func (v *validator) nonNegativeInt(flag string, n int32) {
 func (v *validator) notAbove(minFlag string, minD time.Duration, maxFlag string, maxD time.Duration) {
 	if maxD > 0 && minD > maxD {
 		v.fail(minFlag, minD.String(), fmt.Sprintf("must not exceed %s (%s)", v.raw.name(maxFlag), maxD))
+	}
+}
+
+// localDetector validates local-traffic detection as kube-proxy does: a
+// known mode (empty means ClusterCIDR), and a bridge or prefix that is not
+// empty in the mode that uses it. Beyond kube-proxy, the name must be one
+// Linux could give an interface: iptables and nftables refuse the rules
+// otherwise, and every sync would fail.
+func (v *validator) localDetector(clusterCIDRs []netip.Prefix) proxier.LocalDetector {
+	mode := proxier.LocalMode(v.raw.DetectLocalMode)
+	if mode == "" {
+		mode = proxier.LocalModeClusterCIDR
+	}
+	d := proxier.LocalDetector{Mode: mode}
+	switch mode {
+	case proxier.LocalModeClusterCIDR:
+		d.ClusterCIDRs = clusterCIDRs
+	case proxier.LocalModeNodeCIDR:
+	case proxier.LocalModeBridgeInterface:
+		d.Interface = v.interfaceName("pod-bridge-interface", v.raw.PodBridgeInterface, mode, false)
+	case proxier.LocalModeInterfaceNamePrefix:
+		d.Interface = v.interfaceName("pod-interface-name-prefix", v.raw.PodInterfaceNamePrefix, mode, true)
+	default:
+		var modes []string
+		for _, m := range proxier.LocalModes() {
+			modes = append(modes, string(m))
+		}
+		v.fail("detect-local-mode", v.raw.DetectLocalMode, "must be one of "+strings.Join(modes, ", ")+` or empty (ClusterCIDR)`)
+	}
+	return d
+}
+
+// interfaceName checks the bridge name or interface name prefix the mode
+// needs; the error names the setting and the mode that requires it. A
+// value missing while the file chose the mode is named by its file field.
+func (v *validator) interfaceName(flag, name string, mode proxier.LocalMode, prefix bool) string {
+	if err := proxier.ValidateInterfaceName(name, prefix); err != nil {
+		setting := v.raw.name(flag)
+		if name == "" && v.raw.fromFile["detect-local-mode"] {
+			setting = fieldOf(flag)
+		}
+		v.errs = append(v.errs, fmt.Errorf("invalid %s %q: %v (%s is %s)", setting, name, err, v.raw.name("detect-local-mode"), mode))
+	}
+	return name
+}
+
+// fieldOf is the config file field of a setting's flag.
+func fieldOf(flag string) string {
+	for _, s := range settings() {
+		if s.flag == flag {
+			return s.field
+		}
+	}
+	return "--" + flag
+}
+
+// counts checks the integer settings that have a range.
+func (v *validator) counts() {
+	r := v.raw
+	if r.UserspaceUDPSessions < 0 {
+		v.fail("userspace-udp-max-sessions", strconv.Itoa(r.UserspaceUDPSessions), "must not be negative (0 means no cap)")
+	}
+	v.nonNegativeInt("conntrack-max-per-core", r.ConntrackMaxPerCore)
+	v.nonNegativeInt("conntrack-min", r.ConntrackMin)
+	if r.OOMScoreAdj < -1000 || r.OOMScoreAdj > 1000 {
+		v.fail("oom-score-adj", strconv.Itoa(int(r.OOMScoreAdj)), "must be within the range [-1000, 1000]")
+	}
+	if r.KubeAPIBurst < 0 {
+		v.fail("kube-api-burst", strconv.Itoa(int(r.KubeAPIBurst)), "must not be negative")
 	}
 }

@@ -30,10 +30,14 @@ func writeConfigTo(path string, r *rawConfig, fs *pflag.FlagSet) error {
 // effectiveConfig maps every setting with a file field back to it.
 func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 	k := kubeproxyv1alpha1.KubeProxyConfiguration{
-		Mode:                        kubeproxyv1alpha1.ProxyMode(r.Mode),
-		ConfigSyncPeriod:            duration(r.ConfigSyncPeriod),
-		HostnameOverride:            r.HostnameOverride,
-		ClusterCIDR:                 r.ClusterCIDR,
+		Mode:             kubeproxyv1alpha1.ProxyMode(r.Mode),
+		ConfigSyncPeriod: duration(r.ConfigSyncPeriod),
+		HostnameOverride: r.HostnameOverride,
+		ClusterCIDR:      r.ClusterCIDR,
+		DetectLocalMode:  kubeproxyv1alpha1.LocalMode(r.DetectLocalMode),
+		DetectLocal: kubeproxyv1alpha1.DetectLocalConfiguration{
+			BridgeInterface: r.PodBridgeInterface, InterfaceNamePrefix: r.PodInterfaceNamePrefix,
+		},
 		NodePortAddresses:           r.NodePortAddresses,
 		MetricsBindAddress:          r.MetricsBindAddress,
 		HealthzBindAddress:          r.HealthzBindAddress,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // config is what one invocation measures.

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -79,10 +79,10 @@ const lockWaitSeconds = 120
 // backendConfig is the backend configuration every run uses.
 func backendConfig(r runner.Interface, chunkRules int) iptables.Config {
 	return iptables.Config{
-		Families:     []v1.IPFamily{v1.IPv4Protocol},
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		Runner:       r,
-		ChunkRules:   chunkRules,
+		Families:      []v1.IPFamily{v1.IPv4Protocol},
+		LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")),
+		Runner:        r,
+		ChunkRules:    chunkRules,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

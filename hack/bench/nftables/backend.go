@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/cmd/switchyard/app"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -29,7 +29,7 @@ func newBackend(kind string, m *metrics.Metrics) (proxier.Backend, error) {
 	pods := []netip.Prefix{netip.MustParsePrefix(podCIDR)}
 	switch kind {
 	case backendNFTables:
-		return nftables.New(nftables.Config{ClusterCIDRs: pods, Conn: nftables.NewNetlinkConn()})
+		return nftables.New(nftables.Config{LocalDetector: proxier.DetectByClusterCIDRs(pods...), Conn: nftables.NewNetlinkConn()})
 	case backendIPTablesNFT, backendIPTablesLegacy:
 		mode := runner.ModeNFT
 		if kind == backendIPTablesLegacy {
@@ -39,7 +39,7 @@ func newBackend(kind string, m *metrics.Metrics) (proxier.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return iptables.New(iptables.Config{ClusterCIDRs: pods, Runner: r, Metrics: m})
+		return iptables.New(iptables.Config{LocalDetector: proxier.DetectByClusterCIDRs(pods...), Runner: r, Metrics: m})
 	}
 	return nil, fmt.Errorf("unknown backend %q", kind)
 }

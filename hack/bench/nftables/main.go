@@ -137,7 +137,7 @@ func inNetns[T any](fn func(ns string) (T, error)) (T, error) {
 // after the same render, in fresh namespaces.
 func floor(n, eps, runs int) ([]time.Duration, error) {
 	fake := nfttest.NewFake()
-	be, err := nftables.New(nftables.Config{ClusterCIDRs: mustPrefixes(podCIDR), Conn: fake})
+	be, err := nftables.New(nftables.Config{LocalDetector: proxier.DetectByClusterCIDRs(mustPrefixes(podCIDR)...), Conn: fake})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -131,7 +131,7 @@ func syncIPTables(ns string) error {
 	if err != nil {
 		return err
 	}
-	b, err := iptables.New(iptables.Config{Runner: r, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)}})
+	b, err := iptables.New(iptables.Config{Runner: r, LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix(podCIDR))})
 	if err != nil {
 		return err
 	}

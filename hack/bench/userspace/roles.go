@@ -11,8 +11,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // The child processes. Each runs inside one namespace (started through
@@ -53,7 +54,7 @@ func userspaceRole(nodeIP, clusterIP, endpoint string, port int) error {
 	}
 	b, err := userspace.New(userspace.Config{
 		Runner: r, NodeIPs: []netip.Addr{netip.MustParseAddr(nodeIP)},
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(podCIDR)},
+		LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix(podCIDR)),
 	})
 	if err != nil {
 		return err

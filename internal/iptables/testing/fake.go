@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // Fake is a strict, stateful runner.Interface. Safe for concurrent use.

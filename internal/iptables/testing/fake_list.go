@@ -3,7 +3,7 @@ package iptablestest
 import (
 	"context"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 var _ runner.ChainLister = (*Fake)(nil)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // maxChainName is the longest chain name iptables accepts

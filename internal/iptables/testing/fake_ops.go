@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // ErrInjected is the cause of a Restore failed by FailNextRestores.

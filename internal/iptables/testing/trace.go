@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // Packet is the first packet of a NEW connection to trace.
@@ -21,7 +21,9 @@ type Packet struct {
 	// LOCAL" matches them and loopback addresses.
 	NodeIPs []netip.Addr
 	// InInterface and OutInterface feed -i / -o; rules that use them fail
-	// the trace while these are empty.
+	// the trace while these are empty, except -i for a Local packet: the
+	// node's own packets have no input interface ("-i X" never matches
+	// them, "! -i X" always does).
 	InInterface, OutInterface string
 	// Mark is the packet's fwmark when it enters.
 	Mark uint32

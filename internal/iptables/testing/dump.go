@@ -3,7 +3,7 @@ package iptablestest
 import (
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // Dump returns a table as iptables-save prints it, minus the comment

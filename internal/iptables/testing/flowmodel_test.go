@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -33,6 +33,8 @@ func (m FlowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 		DstPort:  p.DstPort,
 		Local:    p.SrcLocal,
 		NodeIPs:  m.NodeIPs,
+		// The rules' -o matches are not on the flows the table traces.
+		InInterface: p.InInterface,
 	})
 	if err != nil {
 		return flowtest.Expect{}, err

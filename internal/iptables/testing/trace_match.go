@@ -42,7 +42,7 @@ func (t *tracer) match(r *Rule, fl flow) (tri, error) {
 		if iface.v == nil {
 			continue
 		}
-		if iface.have == "" {
+		if iface.have == "" && (iface.v != r.InInterface || !t.pkt.Local) {
 			return matchNo, fmt.Errorf("rule matches an interface; set Packet.InInterface/OutInterface")
 		}
 		if negate(ifaceMatches(iface.v.Value, iface.have), iface.v.Negated) == matchNo {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 var (
