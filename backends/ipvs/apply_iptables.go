@@ -38,19 +38,21 @@ func (b *Backend) portRules(f v1.IPFamily) (filter, nat []string) {
 	return filter, nat
 }
 
-// syncIPTables restores our chains of each family when they changed, or
-// on a full sync; a full sync also inserts, in the same transaction, the
-// jumps from the built-in chains that iptables-save does not show.
-func (b *Backend) syncIPTables(ctx context.Context, full bool) (bool, error) {
+// syncIPTables restores our chains of each family when they changed, on
+// a full sync, or when a verification found them changed (repair); a
+// full sync or a repair also inserts, in the same transaction, the jumps
+// from the built-in chains that iptables-save does not show.
+func (b *Backend) syncIPTables(ctx context.Context, full bool, repair map[v1.IPFamily]bool) (bool, error) {
 	wrote := false
 	for _, f := range b.cfg.families() {
 		filter, nat := b.portRules(f)
 		data := payload(b.static[f], filter, nat)
-		if !full && bytes.Equal(data, b.lastPayload[f]) {
+		rewrite := full || repair[f]
+		if !rewrite && bytes.Equal(data, b.lastPayload[f]) {
 			continue
 		}
 		send := data
-		if full {
+		if rewrite {
 			missing, err := b.missingJumps(ctx, f)
 			if err != nil {
 				return wrote, err

@@ -14,8 +14,10 @@ import (
 // syncSets makes the sets hold the model's entries. A full sync reads
 // every set (`ipset save`), creates missing sets and adds and deletes
 // entries by difference; a partial one adds or deletes the touched
-// entries. One `ipset restore` applies it.
-func (b *Backend) syncSets(ctx context.Context, t *touched, full bool) (int, error) {
+// entries, after the repair lines of a verification (they bring the sets
+// back to the previous sync's model; the touched lines, with -exist, move
+// them on). One `ipset restore` applies it.
+func (b *Backend) syncSets(ctx context.Context, t *touched, full bool, repair []string) (int, error) {
 	var lines []string
 	if full {
 		var err error
@@ -31,6 +33,7 @@ func (b *Backend) syncSets(ctx context.Context, t *touched, full bool) (int, err
 			lines = append(lines, op+" "+e.Set+" "+e.Entry+" -exist")
 		}
 		slices.Sort(lines)
+		lines = append(slices.Clone(repair), lines...)
 	}
 	if len(lines) == 0 {
 		return 0, nil

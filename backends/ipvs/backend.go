@@ -6,7 +6,9 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -27,6 +29,9 @@ type Backend struct {
 	static      map[v1.IPFamily]staticRules
 	lastPayload map[v1.IPFamily][]byte
 	nodeAddrs   map[v1.IPFamily][]netip.Addr
+	fp          map[v1.IPFamily]fingerprint // iptables fingerprints known to be ours (verify_iptables.go)
+	verifiedAt  time.Time                   // last verification or full sync
+	repairs     *prometheus.CounterVec
 	synced      bool // a full sync succeeded since New or Cleanup
 	failed      bool // the last sync failed: the next one is full
 	setupDone   bool
@@ -41,7 +46,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, k: cfg.Kernel, clock: cfg.Clock}
+	b := &Backend{cfg: cfg, k: cfg.Kernel, clock: cfg.Clock, repairs: newRepairCounter()}
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
@@ -51,8 +56,10 @@ func New(cfg Config) (*Backend, error) {
 		b.static[f] = renderStatic(&b.cfg, f, cfg.LocalDetector.Match(f, proxier.NodeInfo{}))
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(newCollector(cfg.IPVS)); err != nil {
-			return nil, fmt.Errorf("ipvs backend: register metrics: %w", err)
+		for _, c := range []prometheus.Collector{newCollector(cfg.IPVS), b.repairs} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("ipvs backend: register metrics: %w", err)
+			}
 		}
 	}
 	return b, nil
@@ -65,6 +72,7 @@ func (b *Backend) reset() {
 	b.graceful = newGracefulQueue()
 	b.lastPayload = map[v1.IPFamily][]byte{}
 	b.nodeAddrs = map[v1.IPFamily][]netip.Addr{}
+	b.fp = map[v1.IPFamily]fingerprint{}
 	b.synced = false
 }
 
@@ -84,15 +92,31 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 		b.static[f] = renderStatic(&b.cfg, f, b.cfg.LocalDetector.Match(f, state.Node))
 	}
 	full := diff == nil || diff.Full || !b.synced || b.failed || moved
+	fps := b.readFingerprints(ctx)
+	var dmg *damage // nil: not verified (verify.go)
+	var verifyTook time.Duration
+	if !full && b.verifyDue(diff) {
+		start := b.clock.Now()
+		dmg = b.verify(ctx, fps)
+		verifyTook = b.clock.Since(start)
+	}
 	t := b.render(state, diff, contexts, full)
-	st, err := b.apply(ctx, t, full)
+	dmg.widen(t)
+	st, err := b.apply(ctx, t, full, dmg)
 	b.failed = err != nil
 	if err != nil {
+		b.fp = map[v1.IPFamily]fingerprint{}
 		return proxier.SyncResult{Full: full}, fmt.Errorf("ipvs sync: %w", err)
 	}
 	b.synced = b.synced || full
-	klog.V(2).InfoS("IPVS sync done", append([]any{"full", full, "virtualServersChecked", st.servers,
-		"ipsetLines", st.setLines, "iptablesWritten", st.iptables, "draining", b.graceful.len()}, st.took...)...)
+	b.recordFingerprints(ctx, fps, dmg, full)
+	if full || dmg != nil {
+		b.verifiedAt = b.clock.Now()
+	}
+	b.countRepairs(dmg)
+	klog.V(2).InfoS("IPVS sync done", append([]any{"full", full, "verified", dmg != nil, "repaired", dmg.any(),
+		"virtualServersChecked", st.servers, "ipsetLines", st.setLines, "iptablesWritten", st.iptables,
+		"draining", b.graceful.len(), "verifyTook", verifyTook}, st.took...)...)
 	return proxier.SyncResult{Full: full}, nil
 }
 
@@ -193,8 +217,8 @@ func (st *applyStats) timed(clk clock.PassiveClock, key string, fn func() error)
 
 // apply makes the kernel match the model: sets first (rules match on
 // them), then virtual servers, addresses and rules, then draining real
-// servers.
-func (b *Backend) apply(ctx context.Context, t *touched, full bool) (applyStats, error) {
+// servers. d (may be nil) adds the repairs a verification found needed.
+func (b *Backend) apply(ctx context.Context, t *touched, full bool, d *damage) (applyStats, error) {
 	var st applyStats
 	if full && !b.setupDone {
 		if err := b.setup(); err != nil {
@@ -207,10 +231,10 @@ func (b *Backend) apply(ctx context.Context, t *touched, full bool) (applyStats,
 		key string
 		fn  func() error
 	}{
-		{"setsTook", func() (err error) { st.setLines, err = b.syncSets(ctx, t, full); return err }},
+		{"setsTook", func() (err error) { st.setLines, err = b.syncSets(ctx, t, full, d.repairSetLines()); return err }},
 		{"serversTook", func() (err error) { st.servers, err = b.syncServers(t.servers, full); return err }},
-		{"addressesTook", func() error { return b.syncAddresses(t, full) }},
-		{"iptablesTook", func() (err error) { st.iptables, err = b.syncIPTables(ctx, full); return err }},
+		{"addressesTook", func() error { return b.syncAddresses(t, full || d.repairAddresses()) }},
+		{"iptablesTook", func() (err error) { st.iptables, err = b.syncIPTables(ctx, full, d.rewriteIPTables()); return err }},
 		{"drainTook", func() error { return wrapErr("graceful termination", b.reap()) }},
 	}
 	for _, p := range phases {

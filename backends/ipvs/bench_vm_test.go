@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -43,7 +45,8 @@ func benchState(n, eps int) *proxier.State {
 }
 
 // TestKernelSyncBench measures IPVS sync times in the VM's kernel for 1k
-// and 10k services x 10 endpoints. Enable with SWITCHYARD_IPVS_BENCH=1.
+// and 10k services x 10 endpoints. Enable with SWITCHYARD_IPVS_BENCH=1
+// (or =N: N services only).
 // The VM runs under TCG (no KVM here), so the figures are pessimistic:
 // every netlink call and exec goes through an emulated CPU.
 func TestKernelSyncBench(t *testing.T) {
@@ -61,23 +64,29 @@ func TestKernelSyncBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	for _, n := range []int{1000, 10000} {
+	sizes := []int{1000, 10000}
+	if n, err := strconv.Atoi(os.Getenv("SWITCHYARD_IPVS_BENCH")); err == nil && n > 1 {
+		sizes = []int{n} // SWITCHYARD_IPVS_BENCH=10000: that size only
+	}
+	for _, n := range sizes {
 		b, err := sy.New(sy.Config{Kernel: k, LocalDetector: proxier.DetectByClusterCIDRs(clusterCIDR)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := benchState(n, 10)
 		timed := func(what string, diff *proxier.Diff) time.Duration {
-			start := time.Now()
+			start, cpu := time.Now(), kerneltest.ProcessCPU()
 			if _, err := b.Sync(context.Background(), st, diff); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
 			d := time.Since(start)
-			fmt.Printf("BENCH services=%d endpoints=%d %-34s %8.3fs\n", n, n*10, what, d.Seconds())
+			fmt.Printf("BENCH services=%d endpoints=%d %-44s %8.3fs cpu %8.3fs\n", n, n*10, what, d.Seconds(),
+				(kerneltest.ProcessCPU() - cpu).Seconds())
 			return d
 		}
 		timed("first sync (empty kernel)", nil)
 		timed("full resync, nothing changed", full())
+		benchRepairs(t, n, timed)
 		var partial []time.Duration
 		for i := range 5 {
 			name := proxier.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i*97%n)},
@@ -99,4 +108,35 @@ func TestKernelSyncBench(t *testing.T) {
 		}
 		fmt.Printf("BENCH services=%d %-34s %8.3fs\n", n, "Cleanup", time.Since(start).Seconds())
 	}
+}
+
+// benchRepairs times verifying syncs: with nothing changed (the
+// fingerprint holds), after a foreign iptables write that leaves ours
+// alone, and the repair of each damage (iptables only IPv4 here).
+func benchRepairs(t *testing.T, n int, timed func(string, *proxier.Diff) time.Duration) {
+	verify := &proxier.Diff{Verify: true}
+	timed("verify, nothing changed", verify)
+	steps := []struct {
+		what string
+		cmds [][]string
+	}{
+		{"verify, foreign iptables write only", [][]string{{"iptables", "-t", "filter", "-N", fmt.Sprintf("BENCH-OTHER-%d", n)}}},
+		{"repair: nat and filter flushed", [][]string{{"iptables", "-t", "nat", "-F"}, {"iptables", "-t", "filter", "-F"}}},
+		{"repair: firewall reload (-F, -X)", [][]string{{"iptables", "-t", "nat", "-F"}, {"iptables", "-t", "filter", "-F"},
+			{"iptables", "-t", "nat", "-X"}, {"iptables", "-t", "filter", "-X"}}},
+		{"repair: ipset flush KUBE-LOOP-BACK", [][]string{{"ipset", "flush", "KUBE-LOOP-BACK"}}},
+		{"repair: kube-ipvs0 deleted", [][]string{{"ip", "link", "del", sy.DummyInterface}}},
+		{"repair: one address removed", [][]string{{"ip", "addr", "del", "10.96.0.7/32", "dev", sy.DummyInterface}}},
+		{"repair: one virtual server deleted", [][]string{{"ipvsadm", "-D", "-t", "10.96.0.7:80"}}},
+		{"repair: one real server deleted", [][]string{{"ipvsadm", "-d", "-t", "10.96.0.8:80", "-r", "10.128.0.80:8080"}}},
+	}
+	for _, s := range steps {
+		for _, c := range s.cmds {
+			if err := inNS("sy-bench", c...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		timed(s.what, verify)
+	}
+	timed("verify after the repairs", verify)
 }

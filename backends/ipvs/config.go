@@ -71,7 +71,13 @@ type Config struct {
 	GracefulTerminationTimeout time.Duration
 	// Registerer receives the switchyard_ipvs_* collector; nil: none.
 	Registerer prometheus.Registerer
-	// Clock is for graceful termination deadlines; nil means real time.
+	// VerifyInterval is how old the last check of the kernel state may be
+	// before a partial sync checks again (verify.go; the periodic sync,
+	// Diff.Verify, always checks): changes that keep arriving postpone the
+	// periodic sync. 0 means DefaultVerifyInterval; negative: never check.
+	VerifyInterval time.Duration
+	// Clock is for graceful termination deadlines and the verification
+	// interval; nil means real time.
 	Clock clock.PassiveClock
 }
 

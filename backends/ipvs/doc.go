@@ -58,13 +58,41 @@
 //     state changed (virtual servers are still listed, their real servers
 //     read only for touched ones).
 //   - Our iptables chains are written with one iptables-restore per
-//     family when their text changed (or on full syncs).
+//     family when their text changed (or on full syncs, or when a
+//     verification found them changed: see below).
 //
 // Order: sets (the rules match them), virtual servers, addresses, rules,
 // then draining real servers. Sysctls (net/ipv4/vs/conntrack=1,
 // expire_nodest_conn=1, expire_quiescent_template=1, conn_reuse_mode=0
 // before Linux 5.9, ip_forward=1, arp_ignore=1/arp_announce=2 with
 // StrictARP) and the IPVS timeouts are set on the first full sync.
+//
+// # Verification and repair
+//
+// IPVS forwards without its companions, so a firewall reload, an `ipset
+// flush`, a deleted kube-ipvs0 or an `ipvsadm -d` would silently disable
+// loadBalancerSourceRanges, hairpin and masquerade (or a service) until
+// the hourly full sync. The periodic sync (Diff.Verify, every two thirds
+// of --ipvs-sync-period) and any partial sync once the last check is
+// older than Config.VerifyInterval checks, before it renders, every
+// piece of kernel state this mode owns, and the same sync repairs only
+// what differs (verify.go):
+//   - iptables per family: nothing is read while the fingerprint (the
+//     nf_tables generation, or the legacy tables' entry counts) shows no
+//     other writer since our last write; otherwise our chains' rule
+//     counts and the jumps from the built-in chains are compared with
+//     what was written (like the iptables mode, without iptables-save),
+//     and a family that differs gets its restore and jumps again;
+//   - ipsets: member counts (`ipset list -terse`), and `ipset save` with
+//     the full sync's diff only when one moved;
+//   - kube-ipvs0: its address listing against the model (link recreated,
+//     addresses re-added);
+//   - IPVS: one read of /proc/net/ip_vs compared in memory; the virtual
+//     servers found different are reconciled over netlink.
+//
+// Each repair is logged (what was missing, per kind and family) and
+// counted in switchyard_ipvs_state_repaired_total{kind,family}. Costs at
+// 10k services are in docs/ipvs-repair.md.
 //
 // # Graceful termination
 //
@@ -84,7 +112,8 @@
 // has stateful fakes and the packet-flow model. Metrics
 // (switchyard_ipvs_virtual_servers, _real_servers,
 // _real_server_active_connections, _real_server_inactive_connections) are a
-// prometheus.Collector reading the kernel at scrape time.
+// prometheus.Collector reading the kernel at scrape time;
+// switchyard_ipvs_state_repaired_total counts repairs.
 //
 // The kernel tests (IPVS_VM=1) run in a QEMU VM with Debian's kernel:
 // hack/vm/test-ipvs.sh.

@@ -10,9 +10,9 @@ import (
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
-// IPVS is the part of github.com/moby/ipvs' *Handle the backend uses (a
-// *ipvs.Handle satisfies it; Flush is left out on purpose: the backend
-// reconciles, it never flushes). Errors are the kernel's errno values
+// IPVS is the part of github.com/moby/ipvs' *Handle the backend uses
+// (Flush is left out on purpose: the backend reconciles, it never
+// flushes), plus ReadTable. Errors are the kernel's errno values
 // (syscall.EEXIST, ESRCH, ENOENT...).
 type IPVS interface {
 	GetServices() ([]*ipvs.Service, error)
@@ -27,6 +27,30 @@ type IPVS interface {
 	DelDestination(*ipvs.Service, *ipvs.Destination) error
 	GetConfig() (*ipvs.Config, error)
 	SetConfig(*ipvs.Config) error
+	// ReadTable reads every virtual server with its real servers at once
+	// (the real kernel's /proc/net/ip_vs): the periodic verification's
+	// one read, where GetDestinations costs a netlink round trip per
+	// virtual server.
+	ReadTable() ([]TableEntry, error)
+}
+
+// TableEntry is one virtual server as ReadTable returns it. The
+// Service has its key, scheduler, persistence flag and timeout;
+// /proc/net/ip_vs does not show a fwmark service's family, so
+// AddressFamily is 0 for those.
+type TableEntry struct {
+	Service *ipvs.Service
+	Dests   []TableDest
+}
+
+// TableDest is one real server as ReadTable returns it (plain values:
+// a table holds a real server per endpoint of every service).
+type TableDest struct {
+	Addr    netip.AddrPort
+	Forward uint32 // ipvs.ConnectionFlagFwdMask bits: ipvs.ConnectionFlagMasq, ...
+	Weight  int
+	// Active and Inactive are the connection counts.
+	Active, Inactive int
 }
 
 // ErrLinkNotFound is returned (wrapped) by Netlink for a missing link.

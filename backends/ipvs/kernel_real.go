@@ -36,7 +36,7 @@ func NewKernel(netnsName string) (*Kernel, error) {
 		return nil, fmt.Errorf("ipvs: open handle: %w", err)
 	}
 	k.closers = append(k.closers, ih.Close)
-	k.IPVS = &lockedIPVS{h: ih}
+	k.IPVS = &lockedIPVS{h: ih, ns: nsrun.Runner{Name: netnsName}}
 	nl, err := newNetlinkHandle(nsPath)
 	if err != nil {
 		k.Close()
@@ -61,6 +61,7 @@ func NewKernel(netnsName string) (*Kernel, error) {
 type lockedIPVS struct {
 	mu sync.Mutex
 	h  *ipvs.Handle
+	ns nsrun.Runner // for /proc/net/ip_vs
 }
 
 func (l *lockedIPVS) GetServices() ([]*ipvs.Service, error) {
@@ -209,6 +210,9 @@ func (n *netlinkHandle) DeleteLink(name string) error {
 }
 
 func (n *netlinkHandle) ListAddresses(name string) ([]netip.Addr, error) {
+	// Look the link up afresh: full syncs and verification list, and a
+	// kube-ipvs0 deleted (and maybe recreated) behind our back must show.
+	n.forget(name)
 	l, err := n.link(name)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,9 @@ import (
 //	sy-client (10.244.9.2-9/24, 203.0.113.7) ──veth── sy-node ──veth── sy-pod-a (10.244.1.2, server "pod-a")
 //	                                                  │ 192.168.0.10   └─veth── sy-pod-b (10.244.2.2, server "pod-b")
 //	                                                  └ the backend under test (NewKernel("sy-node"))
+//
+// The same links also carry IPv6 (addIPv6Topology): fd00:10:244:{1,2,9}::/64,
+// the node's 2001:db8::10, the outside client 2001:db8:ffff::7.
 const (
 	nsNode, nsClient = "sy-node", "sy-client"
 	vmNodeIP         = "192.168.0.10"
@@ -75,6 +78,7 @@ func buildTopology(t *testing.T) {
 	}
 	podServer(t, "sy-pod-a", "pod-a", "10.244.1.2:8080")
 	podServer(t, "sy-pod-b", "pod-b", "10.244.2.2:8080")
+	addIPv6Topology(t)
 }
 
 // recorder counts the calls that change the kernel.
@@ -259,6 +263,7 @@ func TestKernel(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, vk.backend(t, c.scheduler)) })
 	}
+	t.Run("repairs each damage in one verifying sync", func(t *testing.T) { testRepairs(t, vk) })
 	t.Run("Cleanup leaves nothing", func(t *testing.T) { testCleanup(t, vk.k) })
 }
 

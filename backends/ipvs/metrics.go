@@ -62,3 +62,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.virtual, prometheus.GaugeValue, float64(len(svcs)))
 	ch <- prometheus.MustNewConstMetric(c.real, prometheus.GaugeValue, float64(reals))
 }
+
+// newRepairCounter counts the verifying syncs that found a kind of this
+// mode's kernel state changed outside switchyard and repaired it (named
+// after switchyard_userspace_rules_repaired_total).
+func newRepairCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchyard", Subsystem: "ipvs", Name: "state_repaired_total",
+		Help: "Syncs that found IPVS mode kernel state changed or removed outside switchyard and restored it, " +
+			"per kind (iptables, ipset, interface, virtual_server, real_server) and IP family (ipv4, ipv6).",
+	}, []string{"kind", "family"})
+}

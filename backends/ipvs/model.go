@@ -16,15 +16,19 @@ type model struct {
 	owners  map[vsKey]map[portKey]*virtualServer
 	addrs   map[netip.Addr]int
 	entries map[setEntry]int
-	peaks   struct{ ports, owners, addrs, entries shrink.Peak }
+	// setCounts is the number of distinct entries wanted per set: what
+	// the periodic verification compares with the kernel's counts.
+	setCounts map[string]int
+	peaks     struct{ ports, owners, addrs, entries shrink.Peak }
 }
 
 func newModel() *model {
 	return &model{
-		ports:   map[portKey]*portRender{},
-		owners:  map[vsKey]map[portKey]*virtualServer{},
-		addrs:   map[netip.Addr]int{},
-		entries: map[setEntry]int{},
+		ports:     map[portKey]*portRender{},
+		owners:    map[vsKey]map[portKey]*virtualServer{},
+		addrs:     map[netip.Addr]int{},
+		entries:   map[setEntry]int{},
+		setCounts: map[string]int{},
 	}
 }
 
@@ -75,6 +79,7 @@ func (m *model) set(k portKey, r *portRender, t *touched) {
 	for _, e := range r.entries {
 		if m.entries[e]++; m.entries[e] == 1 {
 			t.entries[e] = struct{}{}
+			m.setCounts[e.Set]++
 		}
 	}
 }
@@ -108,6 +113,7 @@ func (m *model) drop(k portKey, old, next *portRender, t *touched) {
 		if m.entries[e]--; m.entries[e] <= 0 {
 			delete(m.entries, e)
 			t.entries[e] = struct{}{}
+			m.setCounts[e.Set]--
 		}
 	}
 }
@@ -117,6 +123,11 @@ func (m *model) drop(k portKey, old, next *portRender, t *touched) {
 // misconfiguration), the first port by name wins, deterministically.
 func (m *model) server(k vsKey) *virtualServer {
 	own := m.owners[k]
+	if len(own) == 1 { // the usual case: no port names to compare
+		for _, v := range own {
+			return v
+		}
+	}
 	var best *virtualServer
 	bestKey := ""
 	for pk, v := range own {

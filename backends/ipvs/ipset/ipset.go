@@ -18,6 +18,10 @@ type Interface interface {
 	// destroy and swap commands, one per line. The kernel applies them
 	// one by one; a failing line stops the restore (earlier lines stay).
 	Restore(ctx context.Context, data []byte) error
+	// Counts returns every set's number of members without listing them
+	// (`ipset list -terse`): the cheap check of the backend's periodic
+	// verification. A count the kernel does not report is -1.
+	Counts(ctx context.Context) (map[string]int, error)
 }
 
 // Runner is the real Interface: it execs the ipset binary.
@@ -48,6 +52,15 @@ func (r *Runner) Save(ctx context.Context) ([]byte, error) {
 func (r *Runner) Restore(ctx context.Context, data []byte) error {
 	_, err := r.run(ctx, data, "restore")
 	return err
+}
+
+// Counts implements Interface.
+func (r *Runner) Counts(ctx context.Context) (map[string]int, error) {
+	out, err := r.run(ctx, nil, "list", "-terse")
+	if err != nil {
+		return nil, err
+	}
+	return ParseTerse(out)
 }
 
 func (r *Runner) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {

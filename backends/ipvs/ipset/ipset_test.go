@@ -87,3 +87,36 @@ func TestParseCommands(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestParseTerse(t *testing.T) {
+	out := `Name: KUBE-CLUSTER-IP
+Type: hash:ip,port
+Revision: 6
+Header: family inet hashsize 1024 maxelem 1048576 bucketsize 12 initval 0x5b3e4a2c
+Size in memory: 344
+References: 2
+Number of entries: 3
+Name: KUBE-NODE-PORT-TCP
+Type: bitmap:port
+Revision: 3
+Header: range 0-65535
+Size in memory: 8264
+References: 1
+Number of entries: 0
+Name: OLD
+Type: hash:ip
+`
+	got, err := ParseTerse([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"KUBE-CLUSTER-IP": 3, "KUBE-NODE-PORT-TCP": 0, "OLD": -1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %d, want %d", k, got[k], v)
+		}
+	}
+}

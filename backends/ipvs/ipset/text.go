@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -165,4 +166,34 @@ func KnownType(t string) bool {
 		return true
 	}
 	return false
+}
+
+// ParseTerse reads `ipset list -terse` output into each set's member
+// count ("Number of entries:" of its header; -1 when the header has none,
+// as from kernels that do not report it).
+func ParseTerse(data []byte) (map[string]int, error) {
+	counts := map[string]int{}
+	name := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch key {
+		case "Name":
+			name = value
+			counts[name] = -1
+		case "Number of entries":
+			if name == "" {
+				return nil, fmt.Errorf("ipset list: %q before any set name", line)
+			}
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return nil, fmt.Errorf("ipset list: set %s: %w", name, err)
+			}
+			counts[name] = n
+		}
+	}
+	return counts, nil
 }

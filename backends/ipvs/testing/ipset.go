@@ -100,6 +100,20 @@ func (f *FakeIPSet) Save(ctx context.Context) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
+// Counts implements ipset.Interface, like `ipset list -terse`.
+func (f *FakeIPSet) Counts(ctx context.Context) (map[string]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.sets))
+	for name, s := range f.sets {
+		out[name] = len(s.Entries)
+	}
+	return out, nil
+}
+
 // Restore implements ipset.Interface: commands apply one by one; the
 // first failing one stops the restore, earlier ones stay (like ipset).
 func (f *FakeIPSet) Restore(ctx context.Context, data []byte) error {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/moby/ipvs"
+
+	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
 )
 
 // RealServer is one real server as a test sees it.
@@ -110,4 +112,34 @@ func (f *FakeIPVS) Lookup(mark uint32, proto string, dst netip.AddrPort) (Virtua
 		}
 	}
 	return f.Service(proto + "/" + dst.String())
+}
+
+// ReadTable implements the backend's IPVS interface like
+// /proc/net/ip_vs: every service with its real servers, sorted, and no
+// family for fwmark services (the kernel's listing does not show it).
+func (f *FakeIPVS) ReadTable() ([]sy.TableEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("ReadTable"); err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(f.services))
+	for k := range f.services {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]sy.TableEntry, 0, len(keys))
+	for _, k := range keys {
+		s := f.services[k]
+		e := sy.TableEntry{Service: copyService(&s.svc)}
+		if e.Service.FWMark != 0 {
+			e.Service.AddressFamily = 0
+		}
+		for _, d := range sortedDests(s) {
+			e.Dests = append(e.Dests, sy.TableDest{Addr: destAddrPort(d), Forward: d.ConnectionFlags & ipvs.ConnectionFlagFwdMask,
+				Weight: d.Weight, Active: d.ActiveConnections, Inactive: d.InactiveConnections})
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

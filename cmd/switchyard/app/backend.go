@@ -63,6 +63,9 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 		TCPFinTimeout:     o.IPVS.TCPFinTimeout,
 		UDPTimeout:        o.IPVS.UDPTimeout,
 		Registerer:        reg,
+		// Repairs within one sync period even while changes keep
+		// postponing the periodic sync.
+		VerifyInterval: proxier.CheckInterval(o.IPVS.SyncPeriod),
 	})
 }
 
