@@ -138,6 +138,7 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 		f.verifiedAt = b.verify.clock.Now()
 		return false, ""
 	}
+	f.fp.compared = true // a full sync or a repair follows any mismatch
 	if reason, counted := f.verifyByCounts(ctx, b); counted {
 		return reason != "", reason
 	}

@@ -78,7 +78,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 		}
 		return res, err
 	}
-	b.recordFingerprints(ctx)
+	b.recordFingerprints(ctx, full)
 	for i, f := range b.families {
 		if full[i] {
 			b.learnUses(ctx, f)

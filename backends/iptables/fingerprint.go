@@ -27,6 +27,9 @@ type fingerprintState struct {
 	// untouched is set, before a sync writes anything, when the kernel's
 	// fingerprint still equals value: nobody wrote since.
 	untouched bool
+	// compared is set when this sync compared every chain with what was
+	// written (or rewrote them all): the kernel holds ours again.
+	compared bool
 }
 
 // checkFingerprints marks, before any family writes, the families whose
@@ -37,13 +40,23 @@ func (b *Backend) checkFingerprints(ctx context.Context) {
 	for _, f := range b.families {
 		fp, ok := b.fingerprint(ctx, f.fam)
 		f.fp.untouched = ok && f.fp.valid && fp == f.fp.value
+		f.fp.compared = false
 	}
 }
 
 // recordFingerprints notes the kernel's fingerprints after a successful
-// sync of every family.
-func (b *Backend) recordFingerprints(ctx context.Context) {
-	for _, f := range b.families {
+// sync of every family (full tells which rewrote everything). A family
+// another writer touched since the last record, and that this sync
+// neither compared nor rewrote, gets no record: taking the moved
+// fingerprint as our own would let the next check skip the comparison,
+// and a chain flushed before a sync for an unrelated change would stay
+// flushed until the next full sync.
+func (b *Backend) recordFingerprints(ctx context.Context, full []bool) {
+	for i, f := range b.families {
+		if !f.fp.untouched && !f.fp.compared && !full[i] {
+			f.fp.valid = false
+			continue
+		}
 		f.fp.value, f.fp.valid = b.fingerprint(ctx, f.fam)
 	}
 }

@@ -239,3 +239,29 @@ func firstEndpointChain(t *testing.T, fake *iptablestest.Fake, svcChain string) 
 	t.Fatalf("%s jumps to no KUBE-SEP chain", svcChain)
 	return ""
 }
+
+// TestVerifyAfterChangeSyncStillSees: someone flushes a KUBE-SVC chain,
+// then a sync for an unrelated change (not due to verify) runs before the
+// periodic one. The change sync must not take the moved fingerprint as
+// its own: the periodic sync still finds and repairs the chain, instead
+// of the damage lasting until the next full sync.
+func TestVerifyAfterChangeSyncStillSees(t *testing.T) {
+	for _, mode := range []string{runner.ModeNFT, runner.ModeLegacy} {
+		t.Run(mode, func(t *testing.T) {
+			fake := newFingerprintFake(mode)
+			b := newTestBackend(t, fake.Fake, nil)
+			b.runner = fake
+			st, names := partialFixture()
+			mustSync(t, b, st, fullDiff())
+			svcChain := chainsFor(names[0]).cluster
+			if err := fake.FlushChain(runner.IPv4, "nat", svcChain); err != nil {
+				t.Fatal(err)
+			}
+			mustSync(t, b, st, changedDiff(false, names[1]))
+			n := len(fake.Restores())
+			mustSync(t, b, st, periodicDiff())
+			assertWroteOnly(t, restoresSince(fake.Fake, n), svcChain)
+			assertMatchesReference(t, fake.Fake, nil, st)
+		})
+	}
+}
