@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -91,7 +90,7 @@ func (b *Backend) verifyIPTables(ctx context.Context, f v1.IPFamily, now fingerp
 // the payload written: a chain gone or holding another number of rules, a
 // jump from a built-in chain gone (`iptables -F` flushes those too).
 func (b *Backend) iptablesDifferences(ctx context.Context, f v1.IPFamily, written []byte) ([]string, error) {
-	want := writtenRules(written)
+	want := runner.PayloadRuleCounts(written)
 	var found []string
 	for _, table := range []string{"filter", "nat"} {
 		ours := filterChains
@@ -107,8 +106,9 @@ func (b *Backend) iptablesDifferences(ctx context.Context, f v1.IPFamily, writte
 			switch {
 			case !exists:
 				found = append(found, fmt.Sprintf("%s chain %s/%s is gone", f, table, chain))
-			case n != want[table+"/"+chain]:
-				found = append(found, fmt.Sprintf("%s chain %s/%s holds %d rules, %d were written", f, table, chain, n, want[table+"/"+chain]))
+			case n != want[runner.TableChain{Table: table, Chain: chain}]:
+				found = append(found, fmt.Sprintf("%s chain %s/%s holds %d rules, %d were written",
+					f, table, chain, n, want[runner.TableChain{Table: table, Chain: chain}]))
 			}
 		}
 		for _, j := range jumps() {
@@ -164,21 +164,4 @@ func countSaved(data []byte) *runner.TableCounts {
 		}
 	}
 	return out
-}
-
-// writtenRules counts the rules of each "table/chain" in a restore
-// payload.
-func writtenRules(payload []byte) map[string]int {
-	counts := map[string]int{}
-	table := ""
-	for _, line := range strings.Split(string(payload), "\n") {
-		switch {
-		case strings.HasPrefix(line, "*"):
-			table = line[1:]
-		case strings.HasPrefix(line, "-A "):
-			chain, _, _ := strings.Cut(line[len("-A "):], " ")
-			counts[table+"/"+chain]++
-		}
-	}
-	return counts
 }

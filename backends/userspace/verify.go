@@ -49,7 +49,7 @@ func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) []string 
 		return nil
 	}
 	b.verifiedAt[fam] = b.cfg.Clock.Now()
-	owned, err := ownedDamage(ctx, lister, fam, writtenRules(payload))
+	owned, err := ownedDamage(ctx, lister, fam, runner.PayloadRuleCounts(payload))
 	if err != nil {
 		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
 		return nil
@@ -73,12 +73,12 @@ func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) []string 
 
 // ownedDamage compares the rule count of each of this mode's chains with
 // the count written.
-func ownedDamage(ctx context.Context, l runner.ChainLister, fam runner.Family, written map[tableChain]int) ([]string, error) {
+func ownedDamage(ctx context.Context, l runner.ChainLister, fam runner.Family, written map[runner.TableChain]int) ([]string, error) {
 	var found []string
 	for _, t := range ownedTables() {
 		for _, c := range t.chains {
 			rules, exists, err := l.ListChain(ctx, fam, t.table, c)
-			want := written[tableChain{t.table, c}]
+			want := written[runner.TableChain{Table: t.table, Chain: c}]
 			switch {
 			case err != nil:
 				return nil, fmt.Errorf("userspace: list %s/%s: %w", t.table, c, err)
@@ -96,10 +96,10 @@ func ownedDamage(ctx context.Context, l runner.ChainLister, fam runner.Family, w
 // -F` flushes them with everything else). Each built-in chain is listed
 // once.
 func missingJumps(ctx context.Context, l runner.ChainLister, fam runner.Family) ([]string, error) {
-	listed := map[tableChain][]string{}
+	listed := map[runner.TableChain][]string{}
 	var found []string
 	for _, j := range jumps() {
-		k := tableChain{j.table, j.chain}
+		k := runner.TableChain{Table: j.table, Chain: j.chain}
 		rules, ok := listed[k]
 		if !ok {
 			var err error
@@ -114,23 +114,4 @@ func missingJumps(ctx context.Context, l runner.ChainLister, fam runner.Family) 
 		}
 	}
 	return found, nil
-}
-
-// tableChain names one chain of one table.
-type tableChain struct{ table, chain string }
-
-// writtenRules counts the rules of each chain in a restore payload.
-func writtenRules(payload []byte) map[tableChain]int {
-	counts := map[tableChain]int{}
-	table := ""
-	for _, line := range strings.Split(string(payload), "\n") {
-		switch {
-		case strings.HasPrefix(line, "*"):
-			table = line[1:]
-		case strings.HasPrefix(line, "-A "):
-			chain, _, _ := strings.Cut(line[len("-A "):], " ")
-			counts[tableChain{table, chain}]++
-		}
-	}
-	return counts
 }
