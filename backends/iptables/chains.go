@@ -213,3 +213,7 @@ func jumpRules(localhostNodePorts, ipv4 bool) []jumpRule {
 	}
 	return rules
 }
+
+// OwnsChain reports whether this mode writes the chain: after a takeover
+// such chains are rewritten by the first sync, never swept.
+func OwnsChain(t, name string) bool { return isOwnedChain(table(t), name) }

@@ -32,12 +32,27 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	for _, f := range b.cfg.families() {
 		errs = append(errs, b.cleanupIPTables(ctx, f))
 	}
-	errs = append(errs, b.cleanupServers())
+	errs = append(errs, b.cleanupKernelObjects(ctx))
+	b.reset()
+	return errors.Join(errs...)
+}
+
+// CleanupKernelObjects removes what the mode installs outside iptables:
+// the virtual servers, kube-ipvs0 and the sets. A mode taking over from
+// ipvs calls it once its own rules are in and the ipvs mode's chains
+// (which use the sets) are gone.
+func (b *Backend) CleanupKernelObjects(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cleanupKernelObjects(ctx)
+}
+
+func (b *Backend) cleanupKernelObjects(ctx context.Context) error {
+	errs := []error{b.cleanupServers()}
 	if err := b.k.Netlink.DeleteLink(DummyInterface); err != nil {
 		errs = append(errs, fmt.Errorf("delete %s: %w", DummyInterface, err))
 	}
 	errs = append(errs, b.cleanupSets(ctx))
-	b.reset()
 	return errors.Join(errs...)
 }
 

@@ -258,3 +258,15 @@ func payload(st staticRules, filterRules, natRules []string) []byte {
 	section("nat", natChains, st.nat, natRules)
 	return []byte(b.String())
 }
+
+// OwnsChain reports whether this mode writes the chain: after a takeover
+// such chains are rewritten by the first sync, never swept.
+func OwnsChain(table, name string) bool {
+	switch table {
+	case "nat":
+		return slices.Contains(natChains, name)
+	case "filter":
+		return slices.Contains(filterChains, name)
+	}
+	return false
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"k8s.io/klog/v2"
+
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -67,6 +69,16 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	}
 	d := f.renderAll(st)
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
+	if existing.Foreign {
+		// Another program's table of our name (kube-proxy's nftables
+		// mode): its sets may share our names with other types. It is
+		// replaced whole in this one transaction, so packets meet its
+		// rules or ours, never neither.
+		klog.InfoS("Replacing a kube-proxy table another program created", "family", f.fc.nft, "table", TableName,
+			"chains", len(existing.Chains), "sets", len(existing.Sets))
+		tx.DeleteTable()
+		existing = TableObjects{}
+	}
 	tx.AddTable()
 	d.write(tx, existing)
 	if err := conn.Run(ctx, tx); err != nil {

@@ -96,7 +96,7 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	defer b.mu.Unlock()
 	var errs []error
 	for _, f := range b.families {
-		if err := cleanupFamily(ctx, b.conn, f.fc.nft); err != nil {
+		if _, err := cleanupFamily(ctx, b.conn, f.fc.nft); err != nil {
 			b.metrics.cleanupFailures.Inc()
 			errs = append(errs, err)
 		}
@@ -106,20 +106,40 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func cleanupFamily(ctx context.Context, conn Conn, fam ruleset.Family) error {
+// RemoveTables is Cleanup that also says which tables existed ("ip
+// kube-proxy"): a mode taking over from nftables reports them.
+func (b *Backend) RemoveTables(ctx context.Context) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var removed []string
+	var errs []error
+	for _, f := range b.families {
+		existed, err := cleanupFamily(ctx, b.conn, f.fc.nft)
+		if err != nil {
+			errs = append(errs, err)
+		} else if existed {
+			removed = append(removed, fmt.Sprintf("%s %s", f.fc.nft, TableName))
+		}
+		f.reset()
+		f.needFull = true
+	}
+	return removed, errors.Join(errs...)
+}
+
+func cleanupFamily(ctx context.Context, conn Conn, fam ruleset.Family) (existed bool, err error) {
 	_, exists, err := conn.ListObjects(ctx, fam, TableName)
 	if err != nil {
-		return fmt.Errorf("nftables cleanup: listing table %s %s: %w", fam, TableName, err)
+		return false, fmt.Errorf("nftables cleanup: listing table %s %s: %w", fam, TableName, err)
 	}
 	if !exists {
-		return nil
+		return false, nil
 	}
 	tx := ruleset.NewTransaction(fam, TableName)
 	tx.DeleteTable()
 	if err := conn.Run(ctx, tx); err != nil {
-		return fmt.Errorf("nftables cleanup: deleting table %s %s: %w", fam, TableName, err)
+		return true, fmt.Errorf("nftables cleanup: deleting table %s %s: %w", fam, TableName, err)
 	}
-	return nil
+	return true, nil
 }
 
 // familyOf maps a Kubernetes IP family to its nf_tables family.

@@ -28,6 +28,10 @@ type Conn interface {
 type TableObjects struct {
 	Chains []string
 	Sets   []string
+	// Foreign is set when another program created the table: it carries
+	// userdata (kube-proxy's has the comment "rules for kube-proxy"),
+	// which switchyard's tables never do.
+	Foreign bool
 }
 
 // TableCounts counts rules per chain and elements per set. An interval

@@ -108,15 +108,15 @@ func names(msgs []netlink.Message, tableAttr uint16, table string, typ uint16) (
 
 // ListObjects implements Conn.
 func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table string) (TableObjects, bool, error) {
-	_, err := n.request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
+	msgs, err := n.request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
 	if errors.Is(err, unix.ENOENT) {
 		return TableObjects{}, false, nil
 	}
 	if err != nil {
 		return TableObjects{}, false, fmt.Errorf("get table: %w", err)
 	}
-	var objs TableObjects
-	msgs, err := n.request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
+	objs := TableObjects{Foreign: hasTableUserdata(msgs)}
+	msgs, err = n.request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
 	if err == nil {
 		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_TABLE, table, unix.NFTA_CHAIN_NAME)
 	}
@@ -131,6 +131,30 @@ func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table s
 		return objs, true, fmt.Errorf("list sets: %w", err)
 	}
 	return objs, true, nil
+}
+
+// nftaTableUserdata is NFTA_TABLE_USERDATA (linux/netfilter/nf_tables.h),
+// which x/sys/unix does not name.
+const nftaTableUserdata = 6
+
+// hasTableUserdata reports whether a table answer carries userdata (a
+// comment): switchyard never writes any on its tables.
+func hasTableUserdata(msgs []netlink.Message) bool {
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			continue
+		}
+		for ad.Next() {
+			if ad.Type() == nftaTableUserdata {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Counts implements Conn: one dump of the table's rules, one per set.

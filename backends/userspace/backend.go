@@ -292,6 +292,22 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// RemovePolicyRoutes deletes the transparent proxy's policy routing of
+// every configured family and nothing else: a mode taking over from
+// userspace calls it after the portal chains are swept.
+func (b *Backend) RemovePolicyRoutes() error {
+	if b.cfg.Routing == nil {
+		return nil
+	}
+	var errs []error
+	for _, fam := range b.cfg.Families {
+		if err := b.cfg.Routing.RemovePolicyRoute(fam, b.cfg.policyRoute()); err != nil {
+			errs = append(errs, fmt.Errorf("userspace: remove %s policy routing: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Close closes every proxy socket and every connection and session it
 // relays. Later Syncs fail.
 func (b *Backend) Close() error {

@@ -3,6 +3,7 @@ package userspace
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
@@ -108,4 +109,15 @@ func removeRules(r runner.Interface, fam runner.Family) error {
 		return fmt.Errorf("userspace: remove %s rules: %w", fam, err)
 	}
 	return nil
+}
+
+// OwnsChain reports whether this mode writes the chain: after a takeover
+// such chains are rewritten by the first sync, never swept.
+func OwnsChain(table, name string) bool {
+	for _, tc := range ownedTables() {
+		if tc.table == table && slices.Contains(tc.chains, name) {
+			return true
+		}
+	}
+	return false
 }

@@ -16,9 +16,10 @@ import (
 // rejects what the kernel would (see ruleset.Table.ApplyOp), counts
 // generations like the kernel, and dumps canonical text.
 type Fake struct {
-	mu     sync.Mutex
-	tables map[tableKey]*ruleset.Table
-	gen    uint32
+	mu      sync.Mutex
+	tables  map[tableKey]*ruleset.Table
+	foreign map[tableKey]bool
+	gen     uint32
 	// Transactions records every committed transaction, in order.
 	Transactions []*ruleset.Transaction
 	// FailNext, when set, makes the next Run fail with it and commit
@@ -34,7 +35,17 @@ type tableKey struct {
 var _ nftables.Conn = (*Fake)(nil)
 
 // NewFake returns an empty fake.
-func NewFake() *Fake { return &Fake{tables: map[tableKey]*ruleset.Table{}} }
+func NewFake() *Fake {
+	return &Fake{tables: map[tableKey]*ruleset.Table{}, foreign: map[tableKey]bool{}}
+}
+
+// SetForeign marks an existing table as another program's (as if it
+// carried a comment), until a transaction deletes it.
+func (f *Fake) SetForeign(fam ruleset.Family, table string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.foreign[tableKey{fam, table}] = true
+}
 
 // Run implements nftables.Conn.
 func (f *Fake) Run(_ context.Context, tx *ruleset.Transaction) error {
@@ -76,6 +87,9 @@ func (f *Fake) Run(_ context.Context, tx *ruleset.Transaction) error {
 	} else {
 		f.tables[key] = t
 	}
+	if slices.ContainsFunc(tx.Ops, func(o ruleset.Op) bool { return o.Kind == ruleset.OpDeleteTable }) {
+		delete(f.foreign, key)
+	}
 	f.gen++
 	f.Transactions = append(f.Transactions, tx)
 	return nil
@@ -90,8 +104,9 @@ func (f *Fake) ListObjects(_ context.Context, fam ruleset.Family, table string) 
 		return nftables.TableObjects{}, false, nil
 	}
 	return nftables.TableObjects{
-		Chains: slices.Sorted(maps.Keys(t.Chains)),
-		Sets:   slices.Sorted(maps.Keys(t.Sets)),
+		Chains:  slices.Sorted(maps.Keys(t.Chains)),
+		Sets:    slices.Sorted(maps.Keys(t.Sets)),
+		Foreign: f.foreign[tableKey{fam, table}],
 	}, true, nil
 }
 

@@ -203,9 +203,8 @@ func familyOfPrefix(p netip.Prefix) v1.IPFamily {
 // (--cleanup). Every mode is cleaned even if one fails.
 func cleanupAll(ctx context.Context, o *Options) error {
 	var errs []error
-	all := *o
-	all.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
-	if b, err := newIPTablesBackend(&all, nil, nil); err != nil {
+	all := withAllFamilies(o)
+	if b, err := newIPTablesBackend(all, nil, nil); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
@@ -214,17 +213,17 @@ func cleanupAll(ctx context.Context, o *Options) error {
 		// IPVS never ran in this network namespace: no virtual
 		// services, and no kube-ipvs0 or ipsets of ours either.
 		klog.V(2).InfoS("Skipping IPVS cleanup: IPVS is not loaded")
-	} else if b, err := newIPVSBackend(&all, nil); err != nil {
+	} else if b, err := newIPVSBackend(all, nil); err != nil {
 		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
 	}
-	if b, err := newNFTablesBackend(&all, nil); err != nil {
+	if b, err := newNFTablesBackend(all, nil); err != nil {
 		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
 	}
-	if b, err := newUserspaceBackend(&all, nil); err != nil {
+	if b, err := newUserspaceBackend(all, nil); err != nil {
 		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
@@ -249,7 +248,7 @@ func ipvsLoaded() bool {
 // userspace mode NATs nothing through conntrack for services (its own
 // sessions are reset by the proxy), so it runs without it.
 func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, error) {
-	hooks := []proxier.PostSyncHook{&memoryReleaser{}}
+	hooks := []proxier.PostSyncHook{&memoryReleaser{}, newTakeover(leftoverSteps(o))}
 	if o.Mode == ModeUserspace {
 		return hooks, nil
 	}

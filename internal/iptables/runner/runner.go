@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/klog/v2"
@@ -78,6 +79,10 @@ type Options struct {
 
 const defaultWaitSeconds = 5
 
+// ErrFamilyUnavailable is wrapped by every error of a family whose tools
+// are missing (a node without ip6tables).
+var ErrFamilyUnavailable = errors.New("iptables tools unavailable for this family")
+
 // Runner is the real Interface.
 type Runner struct {
 	exec  Exec
@@ -144,7 +149,7 @@ func (r *Runner) family(fam Family) (*familyTools, error) {
 		return nil, fmt.Errorf("iptables runner: unknown family %q", fam)
 	}
 	if t.err != nil {
-		return nil, fmt.Errorf("iptables runner: %s: %w", fam, t.err)
+		return nil, fmt.Errorf("iptables runner: %s: %w: %w", fam, ErrFamilyUnavailable, t.err)
 	}
 	return t, nil
 }

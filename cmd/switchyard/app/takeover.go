@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
+	"github.com/switchyard-proxy/switchyard/proxier"
+)
+
+// leftoverStep removes one kind of state a previous proxy (kube-proxy in
+// any mode, or switchyard in another mode) left on the node, and says
+// what it removed ("" for nothing).
+type leftoverStep struct {
+	kind string
+	run  func(ctx context.Context) (string, error)
+}
+
+// takeover runs the leftover steps once, after the first successful sync:
+// until then the predecessor's rules keep serving, and from then on this
+// mode's rules are in the kernel, so no packet meets a node without a path
+// to its service. A failed step is retried, all steps again, with a
+// backoff, up to takeoverAttempts times (each step is idempotent).
+type takeover struct {
+	steps   []leftoverStep
+	now     func() time.Time
+	done    bool
+	attempt int
+	next    time.Time
+}
+
+const (
+	takeoverAttempts = 5
+	takeoverBackoff  = 30 * time.Second
+)
+
+func newTakeover(steps []leftoverStep) *takeover {
+	return &takeover{steps: steps, now: time.Now}
+}
+
+func (t *takeover) PostSync(ctx context.Context, _ *proxier.State, _ *proxier.Diff) {
+	if t.done || t.now().Before(t.next) {
+		return
+	}
+	start := t.now()
+	failed := 0
+	for _, s := range t.steps {
+		removed, err := s.run(ctx)
+		if err != nil {
+			failed++
+			klog.ErrorS(err, "Failed to remove a previous proxy's leftovers", "kind", s.kind, "attempt", t.attempt+1)
+		}
+		if removed != "" {
+			klog.InfoS("Removed a previous proxy's leftovers", "kind", s.kind, "removed", removed)
+		}
+	}
+	t.attempt++
+	switch {
+	case failed == 0:
+		t.done = true
+		klog.V(2).InfoS("Checked for a previous proxy's leftovers", "elapsed", t.now().Sub(start))
+	case t.attempt >= takeoverAttempts:
+		t.done = true
+		klog.ErrorS(nil, "Giving up removing a previous proxy's leftovers; `switchyard --cleanup` removes them when the node stops proxying", "attempts", t.attempt)
+	default:
+		t.next = t.now().Add(takeoverBackoff << (t.attempt - 1))
+	}
+}
+
+// leftoverSteps are the steps for the chosen mode, in the order the kernel
+// needs: iptables chains first (the ipvs mode's rules use its sets), then
+// IPVS state, then the nftables tables, then userspace's policy routing.
+func leftoverSteps(o *Options) []leftoverStep {
+	steps := []leftoverStep{{kind: "iptables", run: func(ctx context.Context) (string, error) {
+		return sweepIPTables(ctx, chainOwner(o.Mode))
+	}}}
+	all := withAllFamilies(o)
+	if o.Mode != ModeIPVS {
+		steps = append(steps, leftoverStep{kind: "ipvs", run: func(ctx context.Context) (string, error) {
+			return removeIPVSLeftovers(ctx, all)
+		}})
+	}
+	if o.Mode != ModeNFTables {
+		steps = append(steps, leftoverStep{kind: "nftables", run: func(ctx context.Context) (string, error) {
+			b, err := newNFTablesBackend(all, nil)
+			if err != nil {
+				return "", err
+			}
+			tables, err := b.RemoveTables(ctx)
+			return strings.Join(tables, ", "), err
+		}})
+	}
+	if o.Mode != ModeUserspace {
+		steps = append(steps, leftoverStep{kind: "userspace", run: func(context.Context) (string, error) {
+			b, err := newUserspaceBackend(all, nil)
+			if err != nil {
+				return "", err
+			}
+			return "", b.RemovePolicyRoutes()
+		}})
+	}
+	return steps
+}
+
+// chainOwner is the chains the mode writes itself (nftables: none).
+func chainOwner(mode Mode) sweep.Owner {
+	switch mode {
+	case ModeIPTables:
+		return iptables.OwnsChain
+	case ModeIPVS:
+		return ipvs.OwnsChain
+	case ModeUserspace:
+		return userspace.OwnsChain
+	}
+	return nil
+}
+
+// sweepIPTables removes every proxy chain the mode does not own, in both
+// families (a predecessor may have been dual-stack). A node without
+// iptables, or without ip6tables, has nothing to sweep there.
+func sweepIPTables(ctx context.Context, owned sweep.Owner) (string, error) {
+	r, err := runner.New(runner.Options{})
+	if err != nil {
+		klog.V(2).InfoS("No iptables leftovers to check", "err", err)
+		return "", nil
+	}
+	var parts []string
+	var errs []error
+	for _, fam := range []runner.Family{runner.IPv4, runner.IPv6} {
+		res, err := sweep.Run(ctx, r, fam, owned)
+		if errors.Is(err, runner.ErrFamilyUnavailable) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if kept := res.Kept(); len(kept) > 0 {
+			klog.InfoS("Kept leftover chains still entered from other chains", "family", fam, "chains", kept)
+		}
+		if res.Chains() > 0 || res.Jumps() > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d chains, %d jumps (%s mode)", fam, res.Chains(), res.Jumps(), r.Mode()))
+		}
+	}
+	return strings.Join(parts, "; "), errors.Join(errs...)
+}
+
+// removeIPVSLeftovers removes the ipvs mode's virtual servers, kube-ipvs0
+// and sets, if that mode ever ran here: IPVS is loaded and kube-ipvs0
+// exists. IPVS used by something else on a node that never ran the ipvs
+// mode is left alone.
+func removeIPVSLeftovers(ctx context.Context, all *Options) (string, error) {
+	if !ipvsLoaded() {
+		return "", nil
+	}
+	if _, err := netlink.LinkByName(ipvs.DummyInterface); err != nil {
+		return "", nil
+	}
+	b, err := newIPVSBackend(all, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := b.CleanupKernelObjects(ctx); err != nil {
+		return "", err
+	}
+	return "virtual servers, " + ipvs.DummyInterface + " and sets", nil
+}
+
+// withAllFamilies is o with cluster CIDRs of both families, so that a
+// backend built from it cleans both.
+func withAllFamilies(o *Options) *Options {
+	all := *o
+	all.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	return &all
+}

@@ -1,0 +1,304 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/iptables"
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
+)
+
+// proxyRun is one proxy on the node: upstream kube-proxy or switchyard, in
+// a mode.
+type proxyRun struct {
+	kubeProxy bool
+	mode      string
+}
+
+func (p proxyRun) String() string {
+	if p.kubeProxy {
+		return "kube-proxy " + p.mode
+	}
+	return "switchyard " + p.mode
+}
+
+// takeoverPair is one subtest of TestTakeover. upstreamStart marks a pair
+// whose successor is kube-proxy: its startup is upstream's (it removes the
+// other modes' rules before its first sync), so failures are measured and
+// reported, not held against switchyard.
+type takeoverPair struct {
+	from, to proxyRun
+	// cleanupFirst runs `switchyard --cleanup` between the two, as an
+	// init container of the new DaemonSet would.
+	cleanupFirst bool
+}
+
+func (p takeoverPair) upstreamStart() bool { return p.to.kubeProxy }
+
+// TestTakeover replaces the proxy of a live node the way a DaemonSet
+// rollout does (the old one gets SIGTERM and exits, leaving its rules; the
+// new one starts a second later) while a client opens a TCP connection
+// every 20 ms to a ClusterIP and to a NodePort, keeps one TCP connection
+// exchanging a message every 100 ms and one UDP flow from one source port.
+// For every pair it reports failures and the longest gap; for switchyard as
+// the successor it requires none, no predecessor chain, table or set left,
+// and an endpoint change served afterwards (the new proxy is in charge).
+func TestTakeover(t *testing.T) {
+	sy := func(mode string) proxyRun { return proxyRun{mode: mode} }
+	kp := func(mode string) proxyRun { return proxyRun{kubeProxy: true, mode: mode} }
+	pairs := []takeoverPair{
+		{kp("iptables"), sy("iptables"), false},
+		{kp("iptables"), sy("nftables"), false},
+		{kp("iptables"), sy("userspace"), false},
+		{kp("nftables"), sy("nftables"), false},
+		{kp("nftables"), sy("iptables"), false},
+		{sy("iptables"), sy("nftables"), false},
+		{sy("nftables"), sy("iptables"), false},
+		{sy("iptables"), kp("iptables"), false},
+		// kube-proxy's nftables mode cannot adopt switchyard's table (same
+		// name, sets of other types): the rollback removes it first.
+		{sy("nftables"), kp("nftables"), true},
+		{kp("iptables"), kp("nftables"), false}, // upstream's own mode switch, for comparison
+	}
+	for _, p := range pairs {
+		name := fmt.Sprintf("%s to %s", p.from, p.to)
+		if p.cleanupFirst {
+			name += " after cleanup"
+		}
+		t.Run(strings.ReplaceAll(name, " ", "-"), func(t *testing.T) {
+			runTakeover(t, p)
+		})
+	}
+}
+
+// takeoverTraffic is the client side of a takeover.
+type takeoverTraffic struct {
+	clusterIP, nodePort *framework.EchoLoop
+	tcp, udp            *framework.EchoStream
+}
+
+func startTakeoverTraffic(t *testing.T, env *framework.Env, svc, np *corev1.Service) *takeoverTraffic {
+	t.Helper()
+	ns := env.Topo.ClientNS
+	cip := hostPort(svc.Spec.ClusterIP, 80)
+	tr := &takeoverTraffic{
+		clusterIP: framework.StartEchoLoop(ns, "tcp", cip, 20*time.Millisecond),
+		nodePort:  framework.StartEchoLoop(ns, "tcp", hostPort(env.Topo.NodeIP, np.Spec.Ports[0].NodePort), 20*time.Millisecond),
+	}
+	var err error
+	if tr.tcp, err = framework.StartEchoStream(ns, "tcp", cip, 100*time.Millisecond, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if tr.udp, err = framework.StartEchoStream(ns, "udp", cip, 100*time.Millisecond, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// stop ends the traffic and reports each flow; it returns the failures.
+func (tr *takeoverTraffic) stop(t *testing.T, since time.Time) int {
+	failed := 0
+	for _, f := range []struct {
+		name    string
+		results []framework.EchoResult
+	}{
+		{"new TCP connections to the ClusterIP", tr.clusterIP.Stop()},
+		{"new TCP connections to the NodePort", tr.nodePort.Stop()},
+		{"established TCP connection", tr.tcp.Stop()},
+		{"UDP flow from one source port", tr.udp.Stop()},
+	} {
+		s := framework.Summarize(f.results, since)
+		t.Logf("%s: %d requests, %d failed, longest gap %v (first failure: %v)", f.name, s.Total, s.Failed, s.LongestOutage, s.FirstFailure)
+		failed += s.Failed
+	}
+	return failed
+}
+
+func runTakeover(t *testing.T, p takeoverPair) {
+	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 2})
+	old := startProxy(t, env, p.from)
+	waitSynced(t, old)
+	svc := env.EchoService(t, "takeover", env.Topo.Pods...)
+	np := takeoverNodePort(t, env)
+	cip := hostPort(svc.Spec.ClusterIP, 80)
+	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods), true)
+	waitServed(t, env.Topo.ClientNS, "tcp", hostPort(env.Topo.NodeIP, np.Spec.Ports[0].NodePort), podNames(env.Topo.Pods), true)
+
+	tr := startTakeoverTraffic(t, env, svc, np)
+	start := time.Now()
+	time.Sleep(time.Second)
+	if err := old.Stop(); err != nil {
+		t.Errorf("stopping %s: %v", p.from, err)
+	}
+	stopped := time.Now()
+	if p.cleanupFirst {
+		bin, err := suite.DaemonBinary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, bin, "--cleanup"); err != nil {
+			t.Fatalf("switchyard --cleanup: %v\n%s", err, out)
+		}
+	}
+	time.Sleep(time.Second) // the DaemonSet's gap between the old pod and the new
+	started := time.Now()
+	d := startProxy(t, env, p.to)
+	waitSynced(t, d)
+	synced := time.Now()
+	left := waitNoLeftovers(t, env, p.to, 30*time.Second)
+	cleaned := time.Now()
+	time.Sleep(2 * time.Second)
+	failed := tr.stop(t, start)
+	t.Logf("%s -> %s: old one stopped at +%s, new one started at +%s, synced by +%s, predecessor's objects gone by +%s",
+		p.from, p.to, secs(stopped.Sub(start)), secs(started.Sub(start)), secs(synced.Sub(start)), secs(cleaned.Sub(start)))
+	if len(left) > 0 {
+		t.Errorf("left in the kernel after the takeover:\n  %s\n%s", strings.Join(left, "\n  "), d.LogTail(30))
+	}
+	if failed > 0 && !p.upstreamStart() {
+		t.Errorf("%d requests failed while %s took over from %s", failed, p.to, p.from)
+	}
+	// The new proxy is in charge: an endpoint change is served.
+	scaleTo(t, env, svc, env.Topo.Pods[:1])
+	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods[:1]), true)
+}
+
+func startProxy(t *testing.T, env *framework.Env, p proxyRun) *framework.Daemon {
+	t.Helper()
+	var d *framework.Daemon
+	if p.kubeProxy {
+		d = env.StartKubeProxy(t, "--proxy-mode="+p.mode)
+	} else {
+		d = env.StartDaemon(t, "--proxy-mode="+p.mode)
+	}
+	if err := d.WaitHealthy(converge); err != nil {
+		t.Fatalf("%s not healthy: %v\n%s", p, err, d.LogTail(40))
+	}
+	return d
+}
+
+func waitSynced(t *testing.T, d *framework.Daemon) {
+	t.Helper()
+	err := framework.WaitFor(converge, func() (bool, error) {
+		v, err := d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil)
+		return err == nil && v > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("never synced: %v\n%s", err, d.LogTail(40))
+	}
+}
+
+func takeoverNodePort(t *testing.T, env *framework.Env) *corev1.Service {
+	t.Helper()
+	svc := framework.NewService(env.Namespace, "takeover-np", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = env.CreateService(t, svc)
+	env.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
+		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
+		framework.PodEndpoints(env.Topo.NodeName, env.Topo.Pods...)...))
+	return svc
+}
+
+// scaleTo replaces the endpoints of the echo service's slice with pods.
+func scaleTo(t *testing.T, env *framework.Env, svc *corev1.Service, pods []framework.Pod) {
+	t.Helper()
+	slices := suite.Cluster.Client.DiscoveryV1().EndpointSlices(env.Namespace)
+	list, err := slices.List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("endpoint slices of %s: %d, %v", svc.Name, len(list.Items), err)
+	}
+	s := list.Items[0]
+	s.Endpoints = framework.PodEndpoints(env.Topo.NodeName, pods...)
+	if _, err := slices.Update(t.Context(), &s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitNoLeftovers polls until nothing of a predecessor is in the node's
+// kernel, and returns what is left at the timeout.
+func waitNoLeftovers(t *testing.T, env *framework.Env, now proxyRun, timeout time.Duration) []string {
+	var left []string
+	_ = framework.WaitFor(timeout, func() (bool, error) {
+		left = leftovers(t.Context(), env, now)
+		return len(left) == 0, nil
+	})
+	return left
+}
+
+// leftovers lists what the proxy now running would not have written:
+// proxy chains of another mode, service chains nothing enters any more
+// (a predecessor's, for a successor in the same mode), nftables tables
+// when the proxy is iptables-based.
+func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
+	var out []string
+	owned := map[string]sweep.Owner{"iptables": iptables.OwnsChain, "userspace": userspace.OwnsChain}[now.mode]
+	for _, table := range sweep.Tables() {
+		save, err := framework.RunIn(ctx, env.Topo.NodeNS, "iptables-save", "-t", table)
+		if err != nil {
+			return []string{fmt.Sprintf("iptables-save -t %s: %v", table, err)}
+		}
+		out = append(out, chainLeftovers(table, save, owned)...)
+	}
+	tables, err := framework.RunIn(ctx, env.Topo.NodeNS, "nft", "list", "tables")
+	if err != nil {
+		return append(out, fmt.Sprintf("nft list tables: %v", err))
+	}
+	if now.mode != "nftables" {
+		for _, l := range strings.Split(tables, "\n") {
+			if strings.HasSuffix(strings.TrimSpace(l), " kube-proxy") {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+	}
+	return out
+}
+
+// chainLeftovers: proxy chains the running mode does not own, and nat
+// service chains no rule enters.
+func chainLeftovers(table, save string, owned sweep.Owner) []string {
+	var out []string
+	var entered []string
+	var chains []string
+	for _, l := range strings.Split(save, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(l, ":"), " "); ok && strings.HasPrefix(l, ":") {
+			chains = append(chains, name)
+		}
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "-A" {
+			for i := range f[:len(f)-1] {
+				if f[i] == "-j" || f[i] == "-g" {
+					entered = append(entered, f[i+1])
+				}
+			}
+		}
+	}
+	for _, c := range chains {
+		switch {
+		case !sweep.Known(table, c):
+		case owned == nil || !owned(table, c):
+			out = append(out, table+" chain "+c)
+		case table == "nat" && isPerServiceChain(c) && !slices.Contains(entered, c):
+			out = append(out, table+" chain "+c+" (entered by no rule)")
+		}
+	}
+	return out
+}
+
+func isPerServiceChain(c string) bool {
+	for _, p := range []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"} {
+		if strings.HasPrefix(c, p) {
+			return true
+		}
+	}
+	return false
+}
