@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -12,9 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
@@ -72,6 +74,14 @@ func TestTakeover(t *testing.T) {
 		{sy("nftables"), kp("nftables"), true},
 		{kp("iptables"), kp("nftables"), false}, // upstream's own mode switch, for comparison
 	}
+	if slices.Contains(e2eModes(), "ipvs") {
+		// In the VM (hack/vm/e2e-ipvs.sh): IPVS, no kube-proxy binary and
+		// no nft; the ipvs mode with the other iptables-based one.
+		pairs = []takeoverPair{
+			{sy("iptables"), sy("ipvs"), false},
+			{sy("ipvs"), sy("iptables"), false},
+		}
+	}
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s to %s", p.from, p.to)
 		if p.cleanupFirst {
@@ -128,8 +138,11 @@ func (tr *takeoverTraffic) stop(t *testing.T, since time.Time) int {
 
 func runTakeover(t *testing.T, p takeoverPair) {
 	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 2})
+	n := envInt(t, takeoverServicesEnv, 0)
+	createBackground(t, env, n, envInt(t, takeoverEndpointsEnv, 10))
+	timeout := takeoverTimeout(n)
 	old := startProxy(t, env, p.from)
-	waitSynced(t, old)
+	waitSynced(t, old, timeout)
 	svc := env.EchoService(t, "takeover", env.Topo.Pods...)
 	np := takeoverNodePort(t, env)
 	cip := hostPort(svc.Spec.ClusterIP, 80)
@@ -155,9 +168,9 @@ func runTakeover(t *testing.T, p takeoverPair) {
 	time.Sleep(time.Second) // the DaemonSet's gap between the old pod and the new
 	started := time.Now()
 	d := startProxy(t, env, p.to)
-	waitSynced(t, d)
+	waitSynced(t, d, timeout)
 	synced := time.Now()
-	left := waitNoLeftovers(t, env, p.to, 30*time.Second)
+	left := waitNoLeftovers(t, env, p.to, timeout)
 	cleaned := time.Now()
 	time.Sleep(2 * time.Second)
 	failed := tr.stop(t, start)
@@ -170,7 +183,7 @@ func runTakeover(t *testing.T, p takeoverPair) {
 		t.Errorf("%d requests failed while %s took over from %s", failed, p.to, p.from)
 	}
 	// The new proxy is in charge: an endpoint change is served.
-	scaleTo(t, env, svc, env.Topo.Pods[:1])
+	setSliceEndpoints(t, env, svc, env.Topo.Pods[:1])
 	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods[:1]), true)
 }
 
@@ -188,9 +201,9 @@ func startProxy(t *testing.T, env *framework.Env, p proxyRun) *framework.Daemon 
 	return d
 }
 
-func waitSynced(t *testing.T, d *framework.Daemon) {
+func waitSynced(t *testing.T, d *framework.Daemon, timeout time.Duration) {
 	t.Helper()
-	err := framework.WaitFor(converge, func() (bool, error) {
+	err := framework.WaitFor(timeout, func() (bool, error) {
 		v, err := d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil)
 		return err == nil && v > 0, nil
 	})
@@ -210,21 +223,6 @@ func takeoverNodePort(t *testing.T, env *framework.Env) *corev1.Service {
 	return svc
 }
 
-// scaleTo replaces the endpoints of the echo service's slice with pods.
-func scaleTo(t *testing.T, env *framework.Env, svc *corev1.Service, pods []framework.Pod) {
-	t.Helper()
-	slices := suite.Cluster.Client.DiscoveryV1().EndpointSlices(env.Namespace)
-	list, err := slices.List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
-	if err != nil || len(list.Items) != 1 {
-		t.Fatalf("endpoint slices of %s: %d, %v", svc.Name, len(list.Items), err)
-	}
-	s := list.Items[0]
-	s.Endpoints = framework.PodEndpoints(env.Topo.NodeName, pods...)
-	if _, err := slices.Update(t.Context(), &s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // waitNoLeftovers polls until nothing of a predecessor is in the node's
 // kernel, and returns what is left at the timeout.
 func waitNoLeftovers(t *testing.T, env *framework.Env, now proxyRun, timeout time.Duration) []string {
@@ -242,7 +240,7 @@ func waitNoLeftovers(t *testing.T, env *framework.Env, now proxyRun, timeout tim
 // when the proxy is iptables-based.
 func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
 	var out []string
-	owned := map[string]sweep.Owner{"iptables": iptables.OwnsChain, "userspace": userspace.OwnsChain}[now.mode]
+	owned := map[string]sweep.Owner{"iptables": iptables.OwnsChain, "userspace": userspace.OwnsChain, "ipvs": ipvs.OwnsChain}[now.mode]
 	for _, table := range sweep.Tables() {
 		save, err := framework.RunIn(ctx, env.Topo.NodeNS, "iptables-save", "-t", table)
 		if err != nil {
@@ -250,18 +248,52 @@ func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
 		}
 		out = append(out, chainLeftovers(table, save, owned)...)
 	}
-	tables, err := framework.RunIn(ctx, env.Topo.NodeNS, "nft", "list", "tables")
-	if err != nil {
-		return append(out, fmt.Sprintf("nft list tables: %v", err))
-	}
-	if now.mode != "nftables" {
+	if now.mode != "nftables" && haveTool("nft") {
+		tables, err := framework.RunIn(ctx, env.Topo.NodeNS, "nft", "list", "tables")
+		if err != nil {
+			return append(out, fmt.Sprintf("nft list tables: %v", err))
+		}
 		for _, l := range strings.Split(tables, "\n") {
 			if strings.HasSuffix(strings.TrimSpace(l), " kube-proxy") {
 				out = append(out, strings.TrimSpace(l))
 			}
 		}
 	}
+	if now.mode != "ipvs" {
+		out = append(out, ipvsLeftovers(ctx, env)...)
+	}
 	return out
+}
+
+// ipvsLeftovers: kube-ipvs0, KUBE- sets and virtual servers, where the
+// tools to see them exist.
+func ipvsLeftovers(ctx context.Context, env *framework.Env) []string {
+	var out []string
+	if _, err := framework.RunIn(ctx, env.Topo.NodeNS, "ip", "link", "show", "kube-ipvs0"); err == nil {
+		out = append(out, "interface kube-ipvs0")
+	}
+	if haveTool("ipset") {
+		sets, _ := framework.RunIn(ctx, env.Topo.NodeNS, "ipset", "list", "-n")
+		for _, s := range strings.Fields(sets) {
+			if strings.HasPrefix(s, "KUBE-") {
+				out = append(out, "ipset "+s)
+			}
+		}
+	}
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil && haveTool("ipvsadm") {
+		list, _ := framework.RunIn(ctx, env.Topo.NodeNS, "ipvsadm", "-Ln")
+		for _, l := range strings.Split(list, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP" || f[0] == "FWM") {
+				out = append(out, "IPVS virtual server "+strings.Join(f[:2], " "))
+			}
+		}
+	}
+	return out
+}
+
+func haveTool(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
 }
 
 // chainLeftovers: proxy chains the running mode does not own, and nat

@@ -11,7 +11,9 @@
 # BENCH_GOTIME (-benchtime, 3x), BENCH_IPTABLES / BENCH_NFTABLES (1; 0 skips
 # that mode's harness), BENCH_NFT_CHANGES (50), BENCH_NFT_NEW (10),
 # BENCH_USERSPACE (1; 0 skips the userspace vs iptables connection
-# harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000).
+# harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000),
+# BENCH_TAKEOVER (1; 0 skips the takeover at scale), BENCH_TAKEOVER_SERVICES
+# (10000).
 # The end-to-end suite of issue 16 (real proxier, the daemon's default
 # flags; its rows go into the iptables harness's table after the first-sync
 # rows): BENCH_E2E (1; 0 skips it), BENCH_E2E_BACKENDS ("iptables-nft
@@ -69,6 +71,22 @@ fi
 if [ "${BENCH_NFTABLES:-1}" != 0 ]; then
   "$tmp/bench-nftables" -scales "${BENCH_SCALES:-1000 10000}" -runs "${BENCH_RUNS:-3}" \
     -endpoints "${BENCH_ENDPOINTS:-10}" -changes "${BENCH_NFT_CHANGES:-50}" -new-services "${BENCH_NFT_NEW:-10}"
+fi
+# Takeover at scale: upstream kube-proxy (nftables) replaced by switchyard
+# (nftables), and upstream's own switch from iptables to nftables, with
+# BENCH_TAKEOVER_SERVICES background services (10000) x BENCH_ENDPOINTS, a
+# client opening a connection every 20 ms throughout: failures and the
+# longest gap per flow (e2e TestTakeover, a real apiserver, kube-proxy
+# v1.37.1). BENCH_TAKEOVER=0 skips it.
+if [ "${BENCH_TAKEOVER:-1}" != 0 ]; then
+  $GO build -o "$tmp/switchyard" ./cmd/switchyard
+  hack/build-tools.sh >/dev/null
+  echo "bench: takeover at ${BENCH_TAKEOVER_SERVICES:-10000} services" >&2
+  SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_TAKEOVER_SERVICES="${BENCH_TAKEOVER_SERVICES:-10000}" \
+    SWITCHYARD_TAKEOVER_ENDPOINTS="${BENCH_ENDPOINTS:-10}" \
+    $GO test -tags e2e -count=1 -p 1 -timeout 60m -v \
+    -run 'TestTakeover/(kube-proxy-nftables-to-switchyard-nftables|kube-proxy-iptables-to-kube-proxy-nftables)$' ./e2e/ |
+    grep -E 'takeover_test.go|takeover_scale_test.go|^(---|ok|FAIL)' || true
 fi
 # Userspace mode: short TCP connections through a userspace ClusterIP vs an
 # iptables-mode ClusterIP on the same node namespace (conn/s, p50, p99).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -286,12 +285,4 @@ func (f *familySync) setInstalled(k chainKey, c installedChain) {
 }
 
 // chainsInSave lists the chains declared in iptables-save output.
-func chainsInSave(data []byte) []string {
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if name, _, ok := strings.Cut(strings.TrimPrefix(line, ":"), " "); ok && strings.HasPrefix(line, ":") {
-			out = append(out, name)
-		}
-	}
-	return out
-}
+func chainsInSave(data []byte) []string { return runner.ParseSave(data).Chains }

@@ -2,7 +2,8 @@ package iptables
 
 import (
 	"bytes"
-	"strings"
+
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // strayJumps returns, as iptables-restore lines, the deletions of every
@@ -13,27 +14,12 @@ import (
 // own chains, and a chain still referenced cannot be deleted.
 func strayJumps(t table, save []byte) []string {
 	var out []string
-	for _, line := range strings.Split(string(save), "\n") {
-		chain, rest, ok := strings.Cut(strings.TrimPrefix(line, "-A "), " ")
-		if !strings.HasPrefix(line, "-A ") || !ok || isOwnedChain(t, chain) {
-			continue
-		}
-		if target := savedJumpTarget(rest); target != "" && isOwnedChain(t, target) {
-			out = append(out, "-D "+chain+" "+rest)
+	for _, r := range runner.ParseSave(save).Rules {
+		if !isOwnedChain(t, r.Chain) && r.Target != "" && isOwnedChain(t, r.Target) {
+			out = append(out, r.DeleteLine())
 		}
 	}
 	return out
-}
-
-// savedJumpTarget is the chain after the last -j or -g of a saved rule.
-func savedJumpTarget(rule string) string {
-	fields := strings.Fields(rule)
-	for i := len(fields) - 2; i >= 0; i-- {
-		if fields[i] == "-j" || fields[i] == "-g" {
-			return fields[i+1]
-		}
-	}
-	return ""
 }
 
 // jumpDeletePayload wraps per-table deletions into one restore payload.

@@ -228,6 +228,13 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	} else if err := b.Cleanup(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
 	}
+	// Chains of kube-proxy's modes switchyard's do not create (its ipvs
+	// mode's filter chains, KUBE-XLB-* of old releases).
+	if removed, err := sweepIPTables(ctx, nil); err != nil {
+		errs = append(errs, fmt.Errorf("iptables sweep: %w", err))
+	} else if removed != "" {
+		klog.InfoS("Removed other proxies' chains", "removed", removed)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

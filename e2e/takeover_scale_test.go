@@ -1,0 +1,62 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// Knobs of TestTakeover at scale (make bench): SWITCHYARD_TAKEOVER_SERVICES
+// background Services (default 0), each with SWITCHYARD_TAKEOVER_ENDPOINTS
+// endpoints (default 10) on addresses nothing answers on, created before
+// the first proxy starts.
+const (
+	takeoverServicesEnv  = "SWITCHYARD_TAKEOVER_SERVICES"
+	takeoverEndpointsEnv = "SWITCHYARD_TAKEOVER_ENDPOINTS"
+)
+
+// takeoverTimeout bounds a proxy's first sync and the removal of its
+// predecessor's objects: 20 s plus 1 s per 100 background services.
+func takeoverTimeout(services int) time.Duration {
+	return converge + time.Duration(services/100)*time.Second
+}
+
+// createBackground creates n ClusterIP services of one TCP port, each with
+// one EndpointSlice of eps endpoints in 10.250.0.0/16 (no pod there).
+func createBackground(t *testing.T, env *framework.Env, n, eps int) {
+	t.Helper()
+	if n == 0 {
+		return
+	}
+	cs := burstClient(t)
+	start := time.Now()
+	parallel(t, n, func(i int) error { return createBackgroundService(t.Context(), cs, env, i, eps) })
+	t.Logf("created %d background services x %d endpoints in %s", n, eps, secs(time.Since(start)))
+}
+
+func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps int) error {
+	name := fmt.Sprintf("bg-%05d", i)
+	svc := framework.NewService(env.Namespace, name, framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc, err := cs.CoreV1().Services(env.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	endpoints := make([]discoveryv1.Endpoint, eps)
+	for j := range endpoints {
+		k := i*eps + j
+		endpoints[j] = framework.ReadyEndpoint(fmt.Sprintf("10.250.%d.%d", k/250%250, k%250+1), env.Topo.NodeName)
+	}
+	s := framework.NewEndpointSlice(svc, "1", []discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)}, endpoints...)
+	_, err = cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	return err
+}
