@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -40,8 +41,27 @@ func createBackground(t *testing.T, env *framework.Env, n, eps int) {
 	}
 	cs := burstClient(t)
 	start := time.Now()
+	t.Cleanup(func() { deleteBackground(t, cs, env, n) })
 	parallel(t, n, func(i int) error { return createBackgroundService(t.Context(), cs, env, i, eps) })
 	t.Logf("created %d background services x %d endpoints in %s", n, eps, secs(time.Since(start)))
+}
+
+// deleteBackground removes the background objects in parallel, before the
+// Env's own cleanup (which deletes Services one by one).
+func deleteBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env, n int) {
+	ctx := context.Background()
+	start := time.Now()
+	if err := cs.DiscoveryV1().EndpointSlices(env.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Errorf("deleting the background slices: %v", err)
+	}
+	parallel(t, n, func(i int) error {
+		err := cs.CoreV1().Services(env.Namespace).Delete(ctx, fmt.Sprintf("bg-%05d", i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	t.Logf("deleted %d background services in %s", n, secs(time.Since(start)))
 }
 
 func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps int) error {

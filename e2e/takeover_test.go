@@ -66,6 +66,7 @@ func TestTakeover(t *testing.T) {
 		{kp("iptables"), sy("userspace"), false},
 		{kp("nftables"), sy("nftables"), false},
 		{kp("nftables"), sy("iptables"), false},
+		{sy("nftables"), sy("nftables"), false}, // a rolling update
 		{sy("iptables"), sy("nftables"), false},
 		{sy("nftables"), sy("iptables"), false},
 		{sy("iptables"), kp("iptables"), false},
@@ -131,9 +132,24 @@ func (tr *takeoverTraffic) stop(t *testing.T, since time.Time) int {
 	} {
 		s := framework.Summarize(f.results, since)
 		t.Logf("%s: %d requests, %d failed, longest gap %v (first failure: %v)", f.name, s.Total, s.Failed, s.LongestOutage, s.FirstFailure)
+		if s.Failed > 0 {
+			t.Logf("  failed at %s", failureTimes(f.results, since))
+		}
 		failed += s.Failed
 	}
 	return failed
+}
+
+// failureTimes lists when failed requests started, relative to since
+// (the first 10).
+func failureTimes(results []framework.EchoResult, since time.Time) string {
+	var out []string
+	for _, r := range results {
+		if r.Err != nil && !r.At.Before(since) && len(out) < 10 {
+			out = append(out, "+"+secs(r.At.Sub(since)))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func runTakeover(t *testing.T, p takeoverPair) {
@@ -180,7 +196,7 @@ func runTakeover(t *testing.T, p takeoverPair) {
 		t.Errorf("left in the kernel after the takeover:\n  %s\n%s", strings.Join(left, "\n  "), d.LogTail(30))
 	}
 	if failed > 0 && !p.upstreamStart() {
-		t.Errorf("%d requests failed while %s took over from %s", failed, p.to, p.from)
+		t.Errorf("%d requests failed while %s took over from %s (started at %s); its log:\n%s", failed, p.to, p.from, started.Format("15:04:05.000"), d.LogTail(40))
 	}
 	// The new proxy is in charge: an endpoint change is served.
 	setSliceEndpoints(t, env, svc, env.Topo.Pods[:1])
