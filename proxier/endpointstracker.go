@@ -4,6 +4,8 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +26,10 @@ type EndpointsChangeTracker struct {
 	nodeName string
 	invalid  InvalidFunc
 
-	mu     sync.Mutex
-	slices map[types.NamespacedName]map[string]*sliceEndpoints
+	mu sync.Mutex
+	// slices are each Service's slices, sorted by name: the informer
+	// cache's compact forms, shared.
+	slices map[types.NamespacedName][]*sliceInfo
 	// applied lists each Service's ports as last applied; their
 	// endpoints are in flat (see appliedPorts).
 	applied map[types.NamespacedName][]ServicePortName
@@ -52,7 +56,7 @@ func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsC
 	return &EndpointsChangeTracker{
 		nodeName: nodeName,
 		invalid:  invalid,
-		slices:   map[types.NamespacedName]map[string]*sliceEndpoints{},
+		slices:   map[types.NamespacedName][]*sliceInfo{},
 		applied:  map[types.NamespacedName][]ServicePortName{},
 		flat:     map[ServicePortName][]Endpoint{},
 		pending:  map[types.NamespacedName]*endpointsChange{},
@@ -66,28 +70,29 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	if s == nil {
 		return false
 	}
-	svc, ok := serviceOfSlice(s)
-	if !ok {
+	return t.update(newSliceInfo(s, t.nodeName, t.invalid), removed)
+}
+
+// update is Update for a slice's compact form, as the informer hands it out.
+func (t *EndpointsChangeTracker) update(s *sliceInfo, removed bool) bool {
+	if s.service == "" {
 		t.invalid("EndpointSlice", "service-name")
 		klog.V(2).InfoS("Ignoring endpoint slice without a service name label", "slice", klog.KObj(s))
 		return false
 	}
-	var conv *sliceEndpoints
-	if !removed {
-		conv = convertSlice(s, t.nodeName, t.invalid)
-	}
+	svc := types.NamespacedName{Namespace: s.namespace, Name: s.service}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.total++
-	t.storeSliceLocked(svc, s.Name, conv)
+	t.storeSliceLocked(svc, s, removed)
 	ch, ok := t.pending[svc]
 	if !ok {
 		ch = &endpointsChange{previous: appliedPorts(t.applied[svc], t.flat)}
 		t.pending[svc] = ch
 	}
 	ch.current = mergeSlices(svc, t.slices[svc])
-	if tt, ok := triggerTime(s); ok {
-		ch.triggers = append(ch.triggers, tt)
+	if !s.trigger.IsZero() {
+		ch.triggers = append(ch.triggers, s.trigger)
 	}
 	if reflect.DeepEqual(ch.previous, ch.current) || (len(ch.previous) == 0 && len(ch.current) == 0) {
 		delete(t.pending, svc)
@@ -96,18 +101,25 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	return true
 }
 
-func (t *EndpointsChangeTracker) storeSliceLocked(svc types.NamespacedName, name string, conv *sliceEndpoints) {
-	if conv == nil {
-		delete(t.slices[svc], name)
-		if len(t.slices[svc]) == 0 {
-			delete(t.slices, svc)
-		}
+// storeSliceLocked puts s in (or, removed, takes it out of) its Service's
+// list, kept sorted by name.
+func (t *EndpointsChangeTracker) storeSliceLocked(svc types.NamespacedName, s *sliceInfo, removed bool) {
+	list := t.slices[svc]
+	i, found := slices.BinarySearchFunc(list, s.name, func(x *sliceInfo, name string) int { return strings.Compare(x.name, name) })
+	switch {
+	case removed && found:
+		list = slices.Delete(list, i, i+1)
+	case removed:
+	case found:
+		list[i] = s
+	default:
+		list = slices.Insert(list, i, s)
+	}
+	if len(list) == 0 {
+		delete(t.slices, svc)
 		return
 	}
-	if t.slices[svc] == nil {
-		t.slices[svc] = map[string]*sliceEndpoints{}
-	}
-	t.slices[svc][name] = conv
+	t.slices[svc] = list
 }
 
 // Pending returns the number of Services with endpoint changes not yet

@@ -90,9 +90,9 @@ func (p *Proxier) Run(ctx context.Context) error {
 
 // informerTransform is the transform of the Service and EndpointSlice
 // informers: what it returns is what their caches hold and what the
-// event handlers get.
+// event handlers get, the compact forms of Snapshotter.compact.
 func (p *Proxier) informerTransform(obj any) (any, error) {
-	return trimObject(obj)
+	return p.snap.compact(obj)
 }
 
 func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, tweak func(*metav1.ListOptions), access *accessReporter) ([]namedSync, error) {

@@ -51,6 +51,18 @@ func NewServiceChangeTracker(invalid InvalidFunc) *ServiceChangeTracker {
 // Update records a change from old to cur (either may be nil for add and
 // delete). It reports whether a change is now pending for that Service.
 func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
+	var o, c *serviceInfo
+	if old != nil {
+		o = &serviceInfo{name: types.NamespacedName{Namespace: old.Namespace, Name: old.Name}}
+	}
+	if cur != nil {
+		c = newServiceInfo(cur, t.invalid)
+	}
+	return t.update(o, c)
+}
+
+// update is Update for the compact forms the informer hands out.
+func (t *ServiceChangeTracker) update(old, cur *serviceInfo) bool {
 	svc := cur
 	if svc == nil {
 		svc = old
@@ -58,8 +70,8 @@ func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
 	if svc == nil {
 		return false
 	}
-	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-	ports := ServicePortsFromService(cur, t.invalid)
+	key := svc.name
+	ports := cur.portMap()
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
