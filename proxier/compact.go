@@ -86,7 +86,7 @@ func (s *serviceInfo) portMap() map[ServicePortName]*ServicePort {
 
 // newSliceInfo converts an EndpointSlice of the node nodeName (which
 // decides Endpoint.IsLocal) to its compact form.
-func newSliceInfo(s *discovery.EndpointSlice, nodeName string, invalid InvalidFunc) *sliceInfo {
+func newSliceInfo(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceInfo {
 	info := &sliceInfo{
 		namespace:       intern(s.Namespace),
 		name:            s.Name,
@@ -98,7 +98,7 @@ func newSliceInfo(s *discovery.EndpointSlice, nodeName string, invalid InvalidFu
 	}
 	info.service = svc.Name
 	info.trigger, _ = triggerTime(s)
-	conv := convertSlice(s, nodeName, invalid)
+	conv := convertSlice(s, nodeName, topologies, invalid)
 	info.ports, info.endpoints = conv.ports, conv.endpoints
 	return info
 }

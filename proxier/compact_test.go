@@ -147,10 +147,10 @@ func TestSliceInfoRoundTrip(t *testing.T) {
 	ip := netip.MustParseAddr
 	want := []Endpoint{
 		{IP: ip("10.0.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-a", IsLocal: true,
-			Zone: "z1", ZoneHints: []string{"z1", "z2"}, NodeHints: []string{"node-a"}},
+			Topology: &EndpointTopology{Zone: "z1", ZoneHints: []string{"z1", "z2"}, NodeHints: []string{"node-a"}}},
 		{IP: ip("10.0.0.2"), Port: 8080, Serving: true, Terminating: true, NodeName: "node-c"},
 		{IP: ip("10.0.0.3"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b",
-			Zone: "z2", ZoneHints: []string{"z2"}, NodeHints: []string{"node-b"}},
+			Topology: &EndpointTopology{Zone: "z2", ZoneHints: []string{"z2"}, NodeHints: []string{"node-b"}}},
 		{IP: ip("10.0.0.4"), Port: 8080},
 		{IP: ip("10.0.0.5"), Port: 8080, Ready: true, Serving: true, NodeName: "node-e"},
 	}
@@ -231,8 +231,11 @@ func TestCompactFormsInternStrings(t *testing.T) {
 		}
 	}
 	same("node name", ea.NodeName, eb.NodeName)
-	same("zone", ea.Zone, eb.Zone)
-	same("zone hint", ea.ZoneHints[0], eb.ZoneHints[0])
+	same("zone", ea.Zone(), eb.Zone())
+	same("zone hint", ea.ZoneHints()[0], eb.ZoneHints()[0])
+	if ea.Topology != eb.Topology {
+		t.Error("two slices' endpoints with the same zone and hints do not share their topology")
+	}
 	same("namespace", a.(*sliceInfo).namespace, b.(*sliceInfo).namespace)
 	same("port name", a.(*sliceInfo).ports[0].name, b.(*sliceInfo).ports[0].name)
 }

@@ -30,7 +30,7 @@ func serviceOfSlice(s *discovery.EndpointSlice) (types.NamespacedName, bool) {
 // convertSlice validates a slice. Invalid ports and endpoints are skipped
 // one by one; a slice of an address type the proxier does not program
 // (FQDN) yields nothing.
-func convertSlice(s *discovery.EndpointSlice, nodeName string, invalid InvalidFunc) *sliceEndpoints {
+func convertSlice(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceEndpoints {
 	var want v1.IPFamily
 	switch s.AddressType {
 	case discovery.AddressTypeIPv4:
@@ -47,9 +47,8 @@ func convertSlice(s *discovery.EndpointSlice, nodeName string, invalid InvalidFu
 		return out
 	}
 	eps := make([]Endpoint, 0, len(s.Endpoints))
-	var hints hintCache
 	for i := range s.Endpoints {
-		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, &hints, tally.record); ok {
+		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, topologies, tally.record); ok {
 			if len(out.ports) == 1 {
 				ep.Port = out.ports[0].port
 			}
@@ -108,7 +107,7 @@ func convertSlicePorts(s *discovery.EndpointSlice, invalid InvalidFunc) []sliceP
 	return out
 }
 
-func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.IPFamily, nodeName string, hints *hintCache, invalid InvalidFunc) (Endpoint, bool) {
+func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.IPFamily, nodeName string, topologies *topologyInterner, invalid InvalidFunc) (Endpoint, bool) {
 	if len(e.Addresses) == 0 {
 		invalid("Endpoint", "address")
 		klog.V(2).InfoS("Skipping endpoint without addresses", "slice", klog.KObj(s))
@@ -134,13 +133,7 @@ func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.
 		ep.NodeName = intern(*e.NodeName)
 		ep.IsLocal = nodeName != "" && ep.NodeName == nodeName
 	}
-	if e.Zone != nil {
-		ep.Zone = intern(*e.Zone)
-	}
-	if e.Hints != nil {
-		ep.ZoneHints = hints.zones(e.Hints.ForZones)
-		ep.NodeHints = hints.nodes(e.Hints.ForNodes)
-	}
+	ep.Topology = topologies.get(e.Zone, e.Hints)
 	return ep, true
 }
 
@@ -185,50 +178,6 @@ func rank(e Endpoint) int {
 		return 1
 	}
 	return 0
-}
-
-// hintCache lets the endpoints of one slice share their hint lists: most
-// carry the same few (their zone's).
-type hintCache struct {
-	seen [][]string
-}
-
-const hintCacheSize = 8
-
-func (h *hintCache) zones(in []discovery.ForZone) []string {
-	return h.lookup(len(in), func(i int) string { return in[i].Name })
-}
-
-func (h *hintCache) nodes(in []discovery.ForNode) []string {
-	return h.lookup(len(in), func(i int) string { return in[i].Name })
-}
-
-func (h *hintCache) lookup(n int, name func(int) string) []string {
-	if n == 0 {
-		return nil
-	}
-	for _, s := range h.seen {
-		if len(s) == n && equalNames(s, name) {
-			return s
-		}
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = intern(name(i))
-	}
-	if len(h.seen) < hintCacheSize {
-		h.seen = append(h.seen, out)
-	}
-	return out
-}
-
-func equalNames(s []string, name func(int) string) bool {
-	for i := range s {
-		if s[i] != name(i) {
-			return false
-		}
-	}
-	return true
 }
 
 // triggerTime reads the endpoints.kubernetes.io/last-change-trigger-time

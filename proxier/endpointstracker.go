@@ -23,8 +23,9 @@ import (
 // Several slices per Service are merged and duplicates across slices
 // collapse to one endpoint.
 type EndpointsChangeTracker struct {
-	nodeName string
-	invalid  InvalidFunc
+	nodeName   string
+	invalid    InvalidFunc
+	topologies *topologyInterner
 
 	mu sync.Mutex
 	// slices are each Service's slices, sorted by name: the informer
@@ -54,12 +55,13 @@ func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsC
 		invalid = func(string, string) {}
 	}
 	return &EndpointsChangeTracker{
-		nodeName: nodeName,
-		invalid:  invalid,
-		slices:   map[types.NamespacedName][]*sliceInfo{},
-		applied:  map[types.NamespacedName][]ServicePortName{},
-		flat:     map[ServicePortName][]Endpoint{},
-		pending:  map[types.NamespacedName]*endpointsChange{},
+		nodeName:   nodeName,
+		invalid:    invalid,
+		topologies: newTopologyInterner(),
+		slices:     map[types.NamespacedName][]*sliceInfo{},
+		applied:    map[types.NamespacedName][]ServicePortName{},
+		flat:       map[ServicePortName][]Endpoint{},
+		pending:    map[types.NamespacedName]*endpointsChange{},
 	}
 }
 
@@ -70,7 +72,12 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	if s == nil {
 		return false
 	}
-	return t.update(newSliceInfo(s, t.nodeName, t.invalid), removed)
+	return t.update(t.convert(s), removed)
+}
+
+// convert returns the compact form of a slice.
+func (t *EndpointsChangeTracker) convert(s *discovery.EndpointSlice) *sliceInfo {
+	return newSliceInfo(s, t.nodeName, t.topologies, t.invalid)
 }
 
 // update is Update for a slice's compact form, as the informer hands it out.

@@ -63,7 +63,7 @@ func (p *Proxier) sliceInfoOf(obj any) *sliceInfo {
 		return s
 	case *discovery.EndpointSlice:
 		if s != nil {
-			return newSliceInfo(s, p.snap.Endpoints.nodeName, p.snap.Endpoints.invalid)
+			return p.snap.Endpoints.convert(s)
 		}
 	}
 	return nil

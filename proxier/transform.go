@@ -21,7 +21,7 @@ func (s *Snapshotter) compact(obj any) (any, error) {
 	case *v1.Service:
 		return newServiceInfo(o, s.Services.invalid), nil
 	case *discovery.EndpointSlice:
-		return newSliceInfo(o, s.Endpoints.nodeName, s.Endpoints.invalid), nil
+		return s.Endpoints.convert(o), nil
 	case *serviceInfo, *sliceInfo:
 		return obj, nil
 	}
