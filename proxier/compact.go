@@ -72,18 +72,6 @@ func newServiceInfo(svc *v1.Service, invalid InvalidFunc) *serviceInfo {
 	return info
 }
 
-// portMap returns the ports keyed by name, nil when there are none.
-func (s *serviceInfo) portMap() map[ServicePortName]*ServicePort {
-	if s == nil || len(s.ports) == 0 {
-		return nil
-	}
-	out := make(map[ServicePortName]*ServicePort, len(s.ports))
-	for _, sp := range s.ports {
-		out[sp.Name] = sp
-	}
-	return out
-}
-
 // newSliceInfo converts an EndpointSlice of the node nodeName (which
 // decides Endpoint.IsLocal) to its compact form.
 func newSliceInfo(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceInfo {

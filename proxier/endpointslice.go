@@ -142,21 +142,16 @@ func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.
 // endpoint the most usable copy (ready over serving over neither) wins,
 // the copy of the first slice by name among equals. A Service with one
 // single-port slice uses that slice's endpoints as they are.
-func mergeSlices(svc types.NamespacedName, infos []*sliceInfo) map[ServicePortName][]Endpoint {
+func mergeSlices(svc types.NamespacedName, infos []*sliceInfo) []portEndpoints {
 	if len(infos) == 1 && len(infos[0].ports) == 1 {
 		p := infos[0].ports[0]
-		return map[ServicePortName][]Endpoint{
-			{NamespacedName: svc, Port: p.name, Protocol: p.protocol}: infos[0].endpoints,
-		}
+		return []portEndpoints{{name: ServicePortName{NamespacedName: svc, Port: p.name, Protocol: p.protocol}, endpoints: infos[0].endpoints}}
 	}
 	byPort := map[ServicePortName][]Endpoint{}
 	for _, se := range infos {
 		for _, p := range se.ports {
 			spn := ServicePortName{NamespacedName: svc, Port: p.name, Protocol: p.protocol}
 			eps := byPort[spn]
-			if eps == nil {
-				eps = []Endpoint{} // the port exists even with no endpoints
-			}
 			for _, ep := range se.endpoints {
 				ep.Port = p.port
 				eps = append(eps, ep)
@@ -164,10 +159,21 @@ func mergeSlices(svc types.NamespacedName, infos []*sliceInfo) map[ServicePortNa
 			byPort[spn] = eps
 		}
 	}
-	for spn, eps := range byPort {
-		byPort[spn] = dedupEndpoints(eps)
+	if len(byPort) == 0 {
+		return nil
 	}
-	return byPort
+	out := make([]portEndpoints, 0, len(byPort))
+	for spn, eps := range byPort {
+		out = append(out, portEndpoints{name: spn, endpoints: dedupEndpoints(eps)})
+	}
+	slices.SortFunc(out, func(a, b portEndpoints) int { return compareNames(a.name, b.name) })
+	return out
+}
+
+// portEndpoints is one service port's merged endpoints.
+type portEndpoints struct {
+	name      ServicePortName
+	endpoints []Endpoint
 }
 
 func rank(e Endpoint) int {

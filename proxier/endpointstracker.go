@@ -31,9 +31,9 @@ type EndpointsChangeTracker struct {
 	// slices are each Service's slices, sorted by name: the informer
 	// cache's compact forms, shared.
 	slices map[types.NamespacedName][]*sliceInfo
-	// applied lists each Service's ports as last applied; their
-	// endpoints are in flat (see appliedPorts).
-	applied map[types.NamespacedName][]ServicePortName
+	// applied holds each Service's merged endpoints as last applied, per
+	// port sorted by name; flat holds the same endpoints by port.
+	applied map[types.NamespacedName][]portEndpoints
 	flat    map[ServicePortName][]Endpoint
 	// peaks let the maps above give back their space after mass
 	// deletions.
@@ -43,8 +43,8 @@ type EndpointsChangeTracker struct {
 }
 
 type endpointsChange struct {
-	previous map[ServicePortName][]Endpoint
-	current  map[ServicePortName][]Endpoint
+	previous []portEndpoints
+	current  []portEndpoints
 	triggers []time.Time
 }
 
@@ -59,7 +59,7 @@ func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsC
 		invalid:    invalid,
 		topologies: newTopologyInterner(),
 		slices:     map[types.NamespacedName][]*sliceInfo{},
-		applied:    map[types.NamespacedName][]ServicePortName{},
+		applied:    map[types.NamespacedName][]portEndpoints{},
 		flat:       map[ServicePortName][]Endpoint{},
 		pending:    map[types.NamespacedName]*endpointsChange{},
 	}
@@ -94,7 +94,7 @@ func (t *EndpointsChangeTracker) update(s *sliceInfo, removed bool) bool {
 	t.storeSliceLocked(svc, s, removed)
 	ch, ok := t.pending[svc]
 	if !ok {
-		ch = &endpointsChange{previous: appliedPorts(t.applied[svc], t.flat)}
+		ch = &endpointsChange{previous: t.applied[svc]}
 		t.pending[svc] = ch
 	}
 	ch.current = mergeSlices(svc, t.slices[svc])
@@ -145,14 +145,16 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 	for svc, ch := range t.pending {
 		recordEndpointsDiff(diff, ch)
 		diff.TriggerTimes = append(diff.TriggerTimes, ch.triggers...)
-		for spn := range ch.previous {
-			delete(t.flat, spn)
+		for _, pe := range ch.previous {
+			delete(t.flat, pe.name)
 		}
-		maps.Copy(t.flat, ch.current)
+		for _, pe := range ch.current {
+			t.flat[pe.name] = pe.endpoints
+		}
 		if len(ch.current) == 0 {
 			delete(t.applied, svc)
 		} else {
-			t.applied[svc] = portKeys(ch.current)
+			t.applied[svc] = ch.current
 		}
 	}
 	t.pending = shrink.Clear(t.pending)
@@ -161,26 +163,29 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 }
 
 func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
-	for spn, prev := range ch.previous {
-		cur := ch.current[spn]
-		if reflect.DeepEqual(prev, cur) {
-			continue
-		}
-		diff.Changed[spn] = struct{}{}
-		diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev, cur)...)
-		if conntrackProtocol(spn) && !anyServing(prev) && anyServing(cur) {
-			diff.NewlyServing[spn] = struct{}{}
-		}
-	}
-	for spn, cur := range ch.current {
-		if _, ok := ch.previous[spn]; ok {
-			continue
-		}
-		diff.Changed[spn] = struct{}{}
-		if conntrackProtocol(spn) && anyServing(cur) {
-			diff.NewlyServing[spn] = struct{}{}
-		}
-	}
+	walkSorted(ch.previous, ch.current, func(pe *portEndpoints) ServicePortName { return pe.name },
+		func(prev, cur *portEndpoints) {
+			if prev == nil {
+				diff.Changed[cur.name] = struct{}{}
+				if conntrackProtocol(cur.name) && anyServing(cur.endpoints) {
+					diff.NewlyServing[cur.name] = struct{}{}
+				}
+				return
+			}
+			var eps []Endpoint
+			if cur != nil {
+				eps = cur.endpoints
+				if reflect.DeepEqual(prev.endpoints, eps) {
+					return
+				}
+			}
+			spn := prev.name
+			diff.Changed[spn] = struct{}{}
+			diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev.endpoints, eps)...)
+			if conntrackProtocol(spn) && !anyServing(prev.endpoints) && anyServing(eps) {
+				diff.NewlyServing[spn] = struct{}{}
+			}
+		})
 }
 
 // conntrackProtocol reports whether the port's protocol keeps conntrack

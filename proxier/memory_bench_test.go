@@ -24,7 +24,9 @@ import (
 //   - live-B/svc: the heap the Services add (cache, tracker, State), per
 //     Service, measured before any EndpointSlice arrives;
 //   - live-B/ep: the heap the EndpointSlices then add, per endpoint;
-//   - live-MiB: both together.
+//   - live-MiB: both together;
+//   - pending-MiB: the live heap just before the slices' snapshot, with
+//     every slice a pending change (as after the initial list).
 //
 // Run with:
 //
@@ -35,17 +37,19 @@ func BenchmarkCoreLiveHeap(b *testing.B) {
 			w := encodeWorkload(b, size.services, size.endpoints)
 			b.ReportAllocs()
 			b.ResetTimer()
-			var svcHeap, epHeap, total float64
+			var svcHeap, epHeap, total, pending float64
 			for range b.N {
-				s, e := w.build(b)
+				s, e, p := w.build(b)
 				svcHeap += float64(s)
 				epHeap += float64(e)
 				total += float64(s + e)
+				pending += float64(p)
 			}
 			n := float64(b.N)
 			b.ReportMetric(svcHeap/n/float64(size.services), "live-B/svc")
 			b.ReportMetric(epHeap/n/float64(size.services*size.endpoints), "live-B/ep")
 			b.ReportMetric(total/n/(1<<20), "live-MiB")
+			b.ReportMetric(pending/n/(1<<20), "pending-MiB")
 		})
 	}
 }
@@ -123,8 +127,9 @@ func workloadObjects(i, perService int) (*v1.Service, *discovery.EndpointSlice) 
 }
 
 // build feeds the workload through the core the way the informers do and
-// returns the live heap the Services added, then what the slices added.
-func (w *workload) build(b *testing.B) (services, endpoints uint64) {
+// returns the live heap the Services added, then what the slices added,
+// and the heap while the slices were pending.
+func (w *workload) build(b *testing.B) (services, endpoints, pending uint64) {
 	b.StopTimer()
 	base := liveHeap(nil)
 	b.StartTimer()
@@ -138,6 +143,9 @@ func (w *workload) build(b *testing.B) (services, endpoints uint64) {
 	st = nil
 	sliceStore := cache.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	feed(b, w.slices, func() decodable { return &discovery.EndpointSlice{} }, p.informerTransform, sliceStore, p.sliceHandler())
+	b.StopTimer()
+	pending = liveHeap([]any{p, svcStore, sliceStore}) - base
+	b.StartTimer()
 	st, _ = p.snap.Snapshot()
 	b.StopTimer()
 	if len(st.Services) != len(w.services) || len(st.Endpoints) != len(w.services) {
@@ -145,7 +153,7 @@ func (w *workload) build(b *testing.B) (services, endpoints uint64) {
 	}
 	all := liveHeap([]any{p, st, svcStore, sliceStore})
 	b.StartTimer()
-	return withServices - base, all - withServices
+	return withServices - base, all - withServices, pending
 }
 
 type decodable interface{ Unmarshal([]byte) error }
