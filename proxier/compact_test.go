@@ -335,3 +335,28 @@ func TestInformerCacheHoldsCompactForms(t *testing.T) {
 		t.Errorf("diff: deleted %v stale %v", diff.Deleted, diff.StaleEndpoints)
 	}
 }
+
+// Removing a slice through the v1 entry point converts nothing (its bad
+// parts are not reported twice) and still reports its trigger time.
+func TestSliceRemovalByName(t *testing.T) {
+	rec := &invalidRecorder{}
+	snap := NewSnapshotter("node-a", rec.fn)
+	s := makeSlice("svc", "svc-1", []sliceEP{ep("10.0.0.1"), ep("bad")})
+	snap.Endpoints.Update(s, false)
+	snap.Snapshot()
+	when := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: when.Format(time.RFC3339Nano)}
+	if !snap.Endpoints.Update(s, true) {
+		t.Fatal("removal left no change pending")
+	}
+	st, diff := snap.Snapshot()
+	if len(st.Endpoints) != 0 || len(diff.StaleEndpoints) != 1 {
+		t.Errorf("after removal: endpoints %v, stale %v", st.Endpoints, diff.StaleEndpoints)
+	}
+	if len(diff.TriggerTimes) != 1 || !diff.TriggerTimes[0].Equal(when) {
+		t.Errorf("trigger times %v, want [%v]", diff.TriggerTimes, when)
+	}
+	if d := cmp.Diff([]string{"Endpoint/address"}, rec.got()); d != "" {
+		t.Errorf("invalid calls (-want +got):\n%s", d)
+	}
+}

@@ -72,7 +72,17 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	if s == nil {
 		return false
 	}
-	return t.update(t.convert(s), removed)
+	if removed {
+		// Only the names matter: no conversion, so no invalid parts
+		// reported again.
+		info := &sliceInfo{namespace: s.Namespace, name: s.Name}
+		info.trigger, _ = triggerTime(s)
+		if svc, ok := serviceOfSlice(s); ok {
+			info.service = svc.Name
+		}
+		return t.update(info, true)
+	}
+	return t.update(t.convert(s), false)
 }
 
 // convert returns the compact form of a slice.

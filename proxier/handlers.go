@@ -3,13 +3,18 @@ package proxier
 import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
 // OnServiceUpdate feeds a Service change (old or cur nil for add/delete)
 // to the tracker and queues a sync if something changed.
 func (p *Proxier) OnServiceUpdate(old, cur *v1.Service) {
-	p.onService(p.serviceInfoOf(old), p.serviceInfoOf(cur))
+	var o *serviceInfo
+	if old != nil { // only its name is read
+		o = &serviceInfo{name: types.NamespacedName{Namespace: old.Namespace, Name: old.Name}}
+	}
+	p.onService(o, p.serviceInfoOf(cur))
 }
 
 func (p *Proxier) onService(old, cur *serviceInfo) {
