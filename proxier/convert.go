@@ -35,7 +35,7 @@ func servicePorts(svc *v1.Service, invalid InvalidFunc) map[ServicePortName]*Ser
 	}
 	common := commonServicePort(svc, clusterIPs, invalid)
 	out := make(map[ServicePortName]*ServicePort, len(svc.Spec.Ports))
-	nsn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	nsn := types.NamespacedName{Namespace: intern(svc.Namespace), Name: svc.Name}
 	for i := range svc.Spec.Ports {
 		sp, err := convertPort(common, nsn, &svc.Spec.Ports[i])
 		if err != nil {
@@ -88,7 +88,7 @@ func commonServicePort(svc *v1.Service, clusterIPs []netip.Addr, invalid Invalid
 		InternalPolicyLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
 	}
 	if svc.Spec.TrafficDistribution != nil {
-		sp.TrafficDistribution = *svc.Spec.TrafficDistribution
+		sp.TrafficDistribution = intern(*svc.Spec.TrafficDistribution)
 	}
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
 		sp.LoadBalancerIPs = loadBalancerIPs(svc, invalid)
@@ -164,8 +164,9 @@ func convertPort(common ServicePort, nsn types.NamespacedName, p *v1.ServicePort
 		return nil, fmt.Errorf("nodePort %d out of range", p.NodePort)
 	}
 	sp := common
-	sp.Name = ServicePortName{NamespacedName: nsn, Port: p.Name, Protocol: p.Protocol}
-	sp.Protocol = p.Protocol
+	proto := canonicalProtocol(p.Protocol)
+	sp.Name = ServicePortName{NamespacedName: nsn, Port: intern(p.Name), Protocol: proto}
+	sp.Protocol = proto
 	sp.Port = uint16(p.Port)
 	sp.NodePort = uint16(p.NodePort)
 	return &sp, nil

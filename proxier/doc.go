@@ -2,7 +2,9 @@
 //
 // Data flows one way: client-go informers feed the change trackers
 // (ServiceChangeTracker, EndpointsChangeTracker), which keep (previous,
-// current) per object and drop no-ops. A snapshot of the trackers is an
+// current) per object and drop no-ops. The informers' transform converts
+// each Service and EndpointSlice once, on arrival, to a compact form
+// (compact.go) that their caches, the trackers and the State share. A snapshot of the trackers is an
 // immutable State plus a Diff naming what changed since the last sync. The
 // shared, pure endpoint selection (SelectEndpoints) decides which endpoints
 // each kind of traffic may reach, so every backend has the same semantics.

@@ -14,13 +14,7 @@ import (
 // sliceEndpoints is the validated content of one EndpointSlice.
 type sliceEndpoints struct {
 	ports     []slicePort
-	endpoints []Endpoint // Port unset: it comes from ports
-}
-
-type slicePort struct {
-	name     string
-	protocol v1.Protocol
-	port     uint16
+	endpoints []Endpoint // see sliceInfo.endpoints
 }
 
 // serviceOfSlice returns the Service a slice belongs to, from the
@@ -36,7 +30,7 @@ func serviceOfSlice(s *discovery.EndpointSlice) (types.NamespacedName, bool) {
 // convertSlice validates a slice. Invalid ports and endpoints are skipped
 // one by one; a slice of an address type the proxier does not program
 // (FQDN) yields nothing.
-func convertSlice(s *discovery.EndpointSlice, nodeName string, invalid InvalidFunc) *sliceEndpoints {
+func convertSlice(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceEndpoints {
 	var want v1.IPFamily
 	switch s.AddressType {
 	case discovery.AddressTypeIPv4:
@@ -49,10 +43,42 @@ func convertSlice(s *discovery.EndpointSlice, nodeName string, invalid InvalidFu
 	tally := newSkipTally(invalid)
 	defer tally.log("Skipped invalid parts of an EndpointSlice (a buggy controller?); details at -v=2", s)
 	out := &sliceEndpoints{ports: convertSlicePorts(s, tally.record)}
+	if len(s.Endpoints) == 0 {
+		return out
+	}
+	eps := make([]Endpoint, 0, len(s.Endpoints))
 	for i := range s.Endpoints {
-		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, tally.record); ok {
-			out.endpoints = append(out.endpoints, ep)
+		if ep, ok := convertEndpoint(s, &s.Endpoints[i], want, nodeName, topologies, tally.record); ok {
+			if len(out.ports) == 1 {
+				ep.Port = out.ports[0].port
+			}
+			eps = append(eps, ep)
 		}
+	}
+	out.endpoints = dedupEndpoints(eps)
+	return out
+}
+
+// dedupEndpoints sorts endpoints by address and keeps one of each: the
+// most usable copy (ready over serving over neither), the first of equals.
+// The result is sized to fit, nil when empty.
+func dedupEndpoints(eps []Endpoint) []Endpoint {
+	slices.SortStableFunc(eps, compareEndpoints)
+	out := eps[:0]
+	for _, e := range eps {
+		if n := len(out); n > 0 && out[n-1].Key() == e.Key() {
+			if rank(e) > rank(out[n-1]) {
+				out[n-1] = e
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if cap(out) > len(out) {
+		out = slices.Clone(out)
 	}
 	return out
 }
@@ -67,10 +93,10 @@ func convertSlicePorts(s *discovery.EndpointSlice, invalid InvalidFunc) []sliceP
 		}
 		sp := slicePort{protocol: v1.ProtocolTCP, port: uint16(*p.Port)}
 		if p.Name != nil {
-			sp.name = *p.Name
+			sp.name = intern(*p.Name)
 		}
 		if p.Protocol != nil {
-			sp.protocol = *p.Protocol
+			sp.protocol = canonicalProtocol(*p.Protocol)
 		}
 		if !validProtocol(sp.protocol) {
 			invalid("EndpointSlice", "protocol")
@@ -81,7 +107,7 @@ func convertSlicePorts(s *discovery.EndpointSlice, invalid InvalidFunc) []sliceP
 	return out
 }
 
-func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.IPFamily, nodeName string, invalid InvalidFunc) (Endpoint, bool) {
+func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.IPFamily, nodeName string, topologies *topologyInterner, invalid InvalidFunc) (Endpoint, bool) {
 	if len(e.Addresses) == 0 {
 		invalid("Endpoint", "address")
 		klog.V(2).InfoS("Skipping endpoint without addresses", "slice", klog.KObj(s))
@@ -104,52 +130,50 @@ func convertEndpoint(s *discovery.EndpointSlice, e *discovery.Endpoint, want v1.
 		Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 	}
 	if e.NodeName != nil {
-		ep.NodeName = *e.NodeName
+		ep.NodeName = intern(*e.NodeName)
 		ep.IsLocal = nodeName != "" && ep.NodeName == nodeName
 	}
-	if e.Zone != nil {
-		ep.Zone = *e.Zone
-	}
-	if e.Hints != nil {
-		for _, z := range e.Hints.ForZones {
-			ep.ZoneHints = append(ep.ZoneHints, z.Name)
-		}
-		for _, n := range e.Hints.ForNodes {
-			ep.NodeHints = append(ep.NodeHints, n.Name)
-		}
-	}
+	ep.Topology = topologies.get(e.Zone, e.Hints)
 	return ep, true
 }
 
-// mergeSlices merges the slices of one service into endpoints per service
-// port, sorted and de-duplicated. Slices are visited in name order so the
-// result is deterministic; for a duplicate endpoint the most usable copy
-// (ready over serving over neither) wins.
-func mergeSlices(svc types.NamespacedName, slicesByName map[string]*sliceEndpoints) map[ServicePortName][]Endpoint {
-	names := make([]string, 0, len(slicesByName))
-	for n := range slicesByName {
-		names = append(names, n)
+// mergeSlices merges the slices of one service (sorted by name) into
+// endpoints per service port, sorted and de-duplicated: for a duplicate
+// endpoint the most usable copy (ready over serving over neither) wins,
+// the copy of the first slice by name among equals. A Service with one
+// single-port slice uses that slice's endpoints as they are.
+func mergeSlices(svc types.NamespacedName, infos []*sliceInfo) []portEndpoints {
+	if len(infos) == 1 && len(infos[0].ports) == 1 {
+		p := infos[0].ports[0]
+		return []portEndpoints{{name: ServicePortName{NamespacedName: svc, Port: p.name, Protocol: p.protocol}, endpoints: infos[0].endpoints}}
 	}
-	slices.Sort(names)
-	byPort := map[ServicePortName]map[netip.AddrPort]Endpoint{}
-	for _, n := range names {
-		se := slicesByName[n]
+	byPort := map[ServicePortName][]Endpoint{}
+	for _, se := range infos {
 		for _, p := range se.ports {
 			spn := ServicePortName{NamespacedName: svc, Port: p.name, Protocol: p.protocol}
-			m := byPort[spn]
-			if m == nil {
-				m = map[netip.AddrPort]Endpoint{}
-				byPort[spn] = m
-			}
+			eps := byPort[spn]
 			for _, ep := range se.endpoints {
 				ep.Port = p.port
-				if old, dup := m[ep.Key()]; !dup || rank(ep) > rank(old) {
-					m[ep.Key()] = ep
-				}
+				eps = append(eps, ep)
 			}
+			byPort[spn] = eps
 		}
 	}
-	return sortEndpointMaps(byPort)
+	if len(byPort) == 0 {
+		return nil
+	}
+	out := make([]portEndpoints, 0, len(byPort))
+	for spn, eps := range byPort {
+		out = append(out, portEndpoints{name: spn, endpoints: dedupEndpoints(eps)})
+	}
+	slices.SortFunc(out, func(a, b portEndpoints) int { return compareNames(a.name, b.name) })
+	return out
+}
+
+// portEndpoints is one service port's merged endpoints.
+type portEndpoints struct {
+	name      ServicePortName
+	endpoints []Endpoint
 }
 
 func rank(e Endpoint) int {
@@ -160,19 +184,6 @@ func rank(e Endpoint) int {
 		return 1
 	}
 	return 0
-}
-
-func sortEndpointMaps(byPort map[ServicePortName]map[netip.AddrPort]Endpoint) map[ServicePortName][]Endpoint {
-	out := make(map[ServicePortName][]Endpoint, len(byPort))
-	for spn, m := range byPort {
-		eps := make([]Endpoint, 0, len(m))
-		for _, ep := range m {
-			eps = append(eps, ep)
-		}
-		slices.SortFunc(eps, compareEndpoints)
-		out[spn] = eps
-	}
-	return out
 }
 
 // triggerTime reads the endpoints.kubernetes.io/last-change-trigger-time

@@ -78,8 +78,8 @@ func TestEndpointSliceConversion(t *testing.T) {
 		})},
 		want: map[ServicePortName][]Endpoint{httpPort("svc"): {
 			{IP: netip.MustParseAddr("10.0.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-a", IsLocal: true,
-				Zone: "z1", ZoneHints: []string{"z1", "z2"}, NodeHints: []string{"node-a"}},
-			{IP: netip.MustParseAddr("10.0.0.2"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b", Zone: "z2"},
+				Topology: &EndpointTopology{Zone: "z1", ZoneHints: []string{"z1", "z2"}, NodeHints: []string{"node-a"}}},
+			{IP: netip.MustParseAddr("10.0.0.2"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b", Topology: &EndpointTopology{Zone: "z2"}},
 		}},
 	}, {
 		name: "several slices of one service merge",

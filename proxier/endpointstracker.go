@@ -4,6 +4,8 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,14 +23,17 @@ import (
 // Several slices per Service are merged and duplicates across slices
 // collapse to one endpoint.
 type EndpointsChangeTracker struct {
-	nodeName string
-	invalid  InvalidFunc
+	nodeName   string
+	invalid    InvalidFunc
+	topologies *topologyInterner
 
-	mu     sync.Mutex
-	slices map[types.NamespacedName]map[string]*sliceEndpoints
-	// applied lists each Service's ports as last applied; their
-	// endpoints are in flat (see appliedPorts).
-	applied map[types.NamespacedName][]ServicePortName
+	mu sync.Mutex
+	// slices are each Service's slices, sorted by name: the informer
+	// cache's compact forms, shared.
+	slices map[types.NamespacedName][]*sliceInfo
+	// applied holds each Service's merged endpoints as last applied, per
+	// port sorted by name; flat holds the same endpoints by port.
+	applied map[types.NamespacedName][]portEndpoints
 	flat    map[ServicePortName][]Endpoint
 	// peaks let the maps above give back their space after mass
 	// deletions.
@@ -38,8 +43,8 @@ type EndpointsChangeTracker struct {
 }
 
 type endpointsChange struct {
-	previous map[ServicePortName][]Endpoint
-	current  map[ServicePortName][]Endpoint
+	previous []portEndpoints
+	current  []portEndpoints
 	triggers []time.Time
 }
 
@@ -50,12 +55,13 @@ func NewEndpointsChangeTracker(nodeName string, invalid InvalidFunc) *EndpointsC
 		invalid = func(string, string) {}
 	}
 	return &EndpointsChangeTracker{
-		nodeName: nodeName,
-		invalid:  invalid,
-		slices:   map[types.NamespacedName]map[string]*sliceEndpoints{},
-		applied:  map[types.NamespacedName][]ServicePortName{},
-		flat:     map[ServicePortName][]Endpoint{},
-		pending:  map[types.NamespacedName]*endpointsChange{},
+		nodeName:   nodeName,
+		invalid:    invalid,
+		topologies: newTopologyInterner(),
+		slices:     map[types.NamespacedName][]*sliceInfo{},
+		applied:    map[types.NamespacedName][]portEndpoints{},
+		flat:       map[ServicePortName][]Endpoint{},
+		pending:    map[types.NamespacedName]*endpointsChange{},
 	}
 }
 
@@ -66,28 +72,44 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	if s == nil {
 		return false
 	}
-	svc, ok := serviceOfSlice(s)
-	if !ok {
+	if removed {
+		// Only the names matter: no conversion, so no invalid parts
+		// reported again.
+		info := &sliceInfo{namespace: s.Namespace, name: s.Name}
+		info.trigger, _ = triggerTime(s)
+		if svc, ok := serviceOfSlice(s); ok {
+			info.service = svc.Name
+		}
+		return t.update(info, true)
+	}
+	return t.update(t.convert(s), false)
+}
+
+// convert returns the compact form of a slice.
+func (t *EndpointsChangeTracker) convert(s *discovery.EndpointSlice) *sliceInfo {
+	return newSliceInfo(s, t.nodeName, t.topologies, t.invalid)
+}
+
+// update is Update for a slice's compact form, as the informer hands it out.
+func (t *EndpointsChangeTracker) update(s *sliceInfo, removed bool) bool {
+	if s.service == "" {
 		t.invalid("EndpointSlice", "service-name")
 		klog.V(2).InfoS("Ignoring endpoint slice without a service name label", "slice", klog.KObj(s))
 		return false
 	}
-	var conv *sliceEndpoints
-	if !removed {
-		conv = convertSlice(s, t.nodeName, t.invalid)
-	}
+	svc := types.NamespacedName{Namespace: s.namespace, Name: s.service}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.total++
-	t.storeSliceLocked(svc, s.Name, conv)
+	t.storeSliceLocked(svc, s, removed)
 	ch, ok := t.pending[svc]
 	if !ok {
-		ch = &endpointsChange{previous: appliedPorts(t.applied[svc], t.flat)}
+		ch = &endpointsChange{previous: t.applied[svc]}
 		t.pending[svc] = ch
 	}
 	ch.current = mergeSlices(svc, t.slices[svc])
-	if tt, ok := triggerTime(s); ok {
-		ch.triggers = append(ch.triggers, tt)
+	if !s.trigger.IsZero() {
+		ch.triggers = append(ch.triggers, s.trigger)
 	}
 	if reflect.DeepEqual(ch.previous, ch.current) || (len(ch.previous) == 0 && len(ch.current) == 0) {
 		delete(t.pending, svc)
@@ -96,18 +118,25 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 	return true
 }
 
-func (t *EndpointsChangeTracker) storeSliceLocked(svc types.NamespacedName, name string, conv *sliceEndpoints) {
-	if conv == nil {
-		delete(t.slices[svc], name)
-		if len(t.slices[svc]) == 0 {
-			delete(t.slices, svc)
-		}
+// storeSliceLocked puts s in (or, removed, takes it out of) its Service's
+// list, kept sorted by name.
+func (t *EndpointsChangeTracker) storeSliceLocked(svc types.NamespacedName, s *sliceInfo, removed bool) {
+	list := t.slices[svc]
+	i, found := slices.BinarySearchFunc(list, s.name, func(x *sliceInfo, name string) int { return strings.Compare(x.name, name) })
+	switch {
+	case removed && found:
+		list = slices.Delete(list, i, i+1)
+	case removed:
+	case found:
+		list[i] = s
+	default:
+		list = slices.Insert(list, i, s)
+	}
+	if len(list) == 0 {
+		delete(t.slices, svc)
 		return
 	}
-	if t.slices[svc] == nil {
-		t.slices[svc] = map[string]*sliceEndpoints{}
-	}
-	t.slices[svc][name] = conv
+	t.slices[svc] = list
 }
 
 // Pending returns the number of Services with endpoint changes not yet
@@ -126,14 +155,16 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 	for svc, ch := range t.pending {
 		recordEndpointsDiff(diff, ch)
 		diff.TriggerTimes = append(diff.TriggerTimes, ch.triggers...)
-		for spn := range ch.previous {
-			delete(t.flat, spn)
+		for _, pe := range ch.previous {
+			delete(t.flat, pe.name)
 		}
-		maps.Copy(t.flat, ch.current)
+		for _, pe := range ch.current {
+			t.flat[pe.name] = pe.endpoints
+		}
 		if len(ch.current) == 0 {
 			delete(t.applied, svc)
 		} else {
-			t.applied[svc] = portKeys(ch.current)
+			t.applied[svc] = ch.current
 		}
 	}
 	t.pending = shrink.Clear(t.pending)
@@ -142,26 +173,29 @@ func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoin
 }
 
 func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
-	for spn, prev := range ch.previous {
-		cur := ch.current[spn]
-		if reflect.DeepEqual(prev, cur) {
-			continue
-		}
-		diff.Changed[spn] = struct{}{}
-		diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev, cur)...)
-		if conntrackProtocol(spn) && !anyServing(prev) && anyServing(cur) {
-			diff.NewlyServing[spn] = struct{}{}
-		}
-	}
-	for spn, cur := range ch.current {
-		if _, ok := ch.previous[spn]; ok {
-			continue
-		}
-		diff.Changed[spn] = struct{}{}
-		if conntrackProtocol(spn) && anyServing(cur) {
-			diff.NewlyServing[spn] = struct{}{}
-		}
-	}
+	walkSorted(ch.previous, ch.current, func(pe *portEndpoints) ServicePortName { return pe.name },
+		func(prev, cur *portEndpoints) {
+			if prev == nil {
+				diff.Changed[cur.name] = struct{}{}
+				if conntrackProtocol(cur.name) && anyServing(cur.endpoints) {
+					diff.NewlyServing[cur.name] = struct{}{}
+				}
+				return
+			}
+			var eps []Endpoint
+			if cur != nil {
+				eps = cur.endpoints
+				if reflect.DeepEqual(prev.endpoints, eps) {
+					return
+				}
+			}
+			spn := prev.name
+			diff.Changed[spn] = struct{}{}
+			diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev.endpoints, eps)...)
+			if conntrackProtocol(spn) && !anyServing(prev.endpoints) && anyServing(eps) {
+				diff.NewlyServing[spn] = struct{}{}
+			}
+		})
 }
 
 // conntrackProtocol reports whether the port's protocol keeps conntrack

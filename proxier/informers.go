@@ -55,7 +55,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 	sel := ServiceSelector(p.cfg.ServiceProxyName).String()
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
 	factory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
-		informers.WithTweakListOptions(tweak), informers.WithTransform(trimObject))
+		informers.WithTweakListOptions(tweak), informers.WithTransform(p.informerTransform))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
@@ -86,6 +86,13 @@ func (p *Proxier) Run(ctx context.Context) error {
 	klog.InfoS("Informer caches synced; starting sync loop", "backend", p.backend.Name(), "node", p.cfg.NodeName)
 	p.runner.Loop(ctx)
 	return nil
+}
+
+// informerTransform is the transform of the Service and EndpointSlice
+// informers: what it returns is what their caches hold and what the
+// event handlers get, the compact forms of Snapshotter.compact.
+func (p *Proxier) informerTransform(obj any) (any, error) {
+	return p.snap.compact(obj)
 }
 
 func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, tweak func(*metav1.ListOptions), access *accessReporter) ([]namedSync, error) {

@@ -123,10 +123,10 @@ func topologyMode(eps []Endpoint, node NodeInfo) topology {
 		if !e.Ready {
 			continue
 		}
-		allNode = allNode && len(e.NodeHints) > 0
-		allZone = allZone && len(e.ZoneHints) > 0
-		forNode = forNode || slices.Contains(e.NodeHints, node.Name)
-		forZone = forZone || (node.Zone != "" && slices.Contains(e.ZoneHints, node.Zone))
+		allNode = allNode && len(e.NodeHints()) > 0
+		allZone = allZone && len(e.ZoneHints()) > 0
+		forNode = forNode || slices.Contains(e.NodeHints(), node.Name)
+		forZone = forZone || (node.Zone != "" && slices.Contains(e.ZoneHints(), node.Zone))
 	}
 	switch {
 	case allNode && forNode:
@@ -140,9 +140,9 @@ func topologyMode(eps []Endpoint, node NodeInfo) topology {
 func availableForTopology(e *Endpoint, mode topology, node NodeInfo) bool {
 	switch mode {
 	case topologyNode:
-		return slices.Contains(e.NodeHints, node.Name)
+		return slices.Contains(e.NodeHints(), node.Name)
 	case topologyZone:
-		return slices.Contains(e.ZoneHints, node.Zone)
+		return slices.Contains(e.ZoneHints(), node.Zone)
 	}
 	return true
 }

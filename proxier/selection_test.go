@@ -23,9 +23,25 @@ func unready(ip string) Endpoint { return Endpoint{IP: netip.MustParseAddr(ip), 
 
 func local(e Endpoint) Endpoint { e.IsLocal, e.NodeName = true, "node-a"; return e }
 
-func zoneHints(e Endpoint, zones ...string) Endpoint { e.ZoneHints = zones; return e }
+func zoneHints(e Endpoint, zones ...string) Endpoint {
+	t := EndpointTopology{}
+	if e.Topology != nil {
+		t = *e.Topology
+	}
+	t.ZoneHints = zones
+	e.Topology = &t
+	return e
+}
 
-func nodeHints(e Endpoint, nodes ...string) Endpoint { e.NodeHints = nodes; return e }
+func nodeHints(e Endpoint, nodes ...string) Endpoint {
+	t := EndpointTopology{}
+	if e.Topology != nil {
+		t = *e.Topology
+	}
+	t.NodeHints = nodes
+	e.Topology = &t
+	return e
+}
 
 // selectionCase is one SelectEndpoints case; node defaults to node-a in
 // zone z1 and family to IPv4.

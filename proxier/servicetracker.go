@@ -3,6 +3,7 @@ package proxier
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,9 +20,10 @@ type ServiceChangeTracker struct {
 	invalid InvalidFunc
 
 	mu sync.Mutex
-	// applied lists each Service's ports as last applied; their values
-	// are in flat (see appliedPorts).
-	applied map[types.NamespacedName][]ServicePortName
+	// applied holds each Service's ports as last applied: the compact
+	// form's own list (sorted by name), not a copy; flat holds the same
+	// ports by name.
+	applied map[types.NamespacedName][]*ServicePort
 	flat    map[ServicePortName]*ServicePort
 	// peaks let the maps above give back their space after mass
 	// deletions.
@@ -30,9 +32,11 @@ type ServiceChangeTracker struct {
 	total   int64
 }
 
+// serviceChange is one Service's ports as last applied and as now, each
+// sorted by name (as serviceInfo keeps them).
 type serviceChange struct {
-	previous map[ServicePortName]*ServicePort
-	current  map[ServicePortName]*ServicePort
+	previous []*ServicePort
+	current  []*ServicePort
 }
 
 // NewServiceChangeTracker returns an empty tracker. invalid may be nil.
@@ -42,7 +46,7 @@ func NewServiceChangeTracker(invalid InvalidFunc) *ServiceChangeTracker {
 	}
 	return &ServiceChangeTracker{
 		invalid: invalid,
-		applied: map[types.NamespacedName][]ServicePortName{},
+		applied: map[types.NamespacedName][]*ServicePort{},
 		flat:    map[ServicePortName]*ServicePort{},
 		pending: map[types.NamespacedName]*serviceChange{},
 	}
@@ -51,6 +55,18 @@ func NewServiceChangeTracker(invalid InvalidFunc) *ServiceChangeTracker {
 // Update records a change from old to cur (either may be nil for add and
 // delete). It reports whether a change is now pending for that Service.
 func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
+	var o, c *serviceInfo
+	if old != nil {
+		o = &serviceInfo{name: types.NamespacedName{Namespace: old.Namespace, Name: old.Name}}
+	}
+	if cur != nil {
+		c = newServiceInfo(cur, t.invalid)
+	}
+	return t.update(o, c)
+}
+
+// update is Update for the compact forms the informer hands out.
+func (t *ServiceChangeTracker) update(old, cur *serviceInfo) bool {
 	svc := cur
 	if svc == nil {
 		svc = old
@@ -58,15 +74,18 @@ func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
 	if svc == nil {
 		return false
 	}
-	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-	ports := ServicePortsFromService(cur, t.invalid)
+	key := svc.name
+	var ports []*ServicePort
+	if cur != nil {
+		ports = cur.ports
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.total++
 	ch, ok := t.pending[key]
 	if !ok {
-		ch = &serviceChange{previous: appliedPorts(t.applied[key], t.flat)}
+		ch = &serviceChange{previous: t.applied[key]}
 		t.pending[key] = ch
 	}
 	ch.current = ports
@@ -92,14 +111,16 @@ func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePor
 	defer t.mu.Unlock()
 	for key, ch := range t.pending {
 		recordServiceDiff(diff, ch)
-		for spn := range ch.previous {
-			delete(t.flat, spn)
+		for _, sp := range ch.previous {
+			delete(t.flat, sp.Name)
 		}
-		maps.Copy(t.flat, ch.current)
+		for _, sp := range ch.current {
+			t.flat[sp.Name] = sp
+		}
 		if len(ch.current) == 0 {
 			delete(t.applied, key)
 		} else {
-			t.applied[key] = portKeys(ch.current)
+			t.applied[key] = ch.current
 		}
 	}
 	t.pending = shrink.Clear(t.pending)
@@ -108,38 +129,30 @@ func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePor
 }
 
 func recordServiceDiff(diff *Diff, ch *serviceChange) {
-	for spn, prev := range ch.previous {
-		cur, ok := ch.current[spn]
-		if !ok {
-			diff.Changed[spn] = struct{}{}
-			diff.Deleted[spn] = prev
-			diff.ServicesChanged = true
-		} else if !reflect.DeepEqual(prev, cur) {
-			diff.Changed[spn] = struct{}{}
-			diff.ServicesChanged = true
-		}
-	}
-	for spn := range ch.current {
-		if _, ok := ch.previous[spn]; !ok {
-			diff.Changed[spn] = struct{}{}
-			delete(diff.Deleted, spn)
-			diff.ServicesChanged = true
-		}
-	}
+	walkSorted(ch.previous, ch.current, func(sp **ServicePort) ServicePortName { return (*sp).Name },
+		func(prev, cur **ServicePort) {
+			switch {
+			case cur == nil:
+				diff.Changed[(*prev).Name] = struct{}{}
+				diff.Deleted[(*prev).Name] = *prev
+				diff.ServicesChanged = true
+			case prev == nil:
+				diff.Changed[(*cur).Name] = struct{}{}
+				delete(diff.Deleted, (*cur).Name)
+				diff.ServicesChanged = true
+			case !servicePortEqual(*prev, *cur):
+				diff.Changed[(*cur).Name] = struct{}{}
+				diff.ServicesChanged = true
+			}
+		})
 }
 
-func servicePortsEqual(a, b map[ServicePortName]*ServicePort) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, va := range a {
-		vb, ok := b[k]
-		if !ok || !reflect.DeepEqual(va, vb) {
-			return false
-		}
-	}
-	return true
+// servicePortsEqual compares two lists sorted by name.
+func servicePortsEqual(a, b []*ServicePort) bool {
+	return slices.EqualFunc(a, b, servicePortEqual)
 }
+
+func servicePortEqual(a, b *ServicePort) bool { return a == b || reflect.DeepEqual(a, b) }
 
 func (t *ServiceChangeTracker) compactLocked() {
 	t.applied = shrink.Map(t.applied, &t.peaks.applied)

@@ -3,35 +3,42 @@ package proxier
 import "github.com/switchyard-proxy/switchyard/internal/shrink"
 
 // The long-lived maps of both change trackers are kept small: per Service
-// they keep only the port keys (the values live in the flat map), and the
-// maps are copied after mass deletions (see package shrink).
+// they keep one list of its ports, shared with the compact forms or the
+// merge, never a map per Service (a Go map of one entry of these key types
+// costs ~700 bytes); and the maps are copied after mass deletions (see
+// package shrink).
 
 // trackerPeaks are the high-water marks of a tracker's long-lived maps.
 type trackerPeaks struct {
 	slices, applied, flat shrink.Peak
 }
 
-// portKeys lists the service ports of one Service's map. The trackers
-// keep these per Service rather than the maps themselves: a Go map with
-// one entry of this key type costs ~700 bytes, and the values are in the
-// tracker's flat map anyway.
-func portKeys[V any](m map[ServicePortName]V) []ServicePortName {
-	keys := make([]ServicePortName, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// walkSorted calls f for each name in either of two lists sorted by name
+// (compareNames): f(prev, cur) with nil for the list that lacks it.
+// Diffing two sorted lists this way costs no map.
+func walkSorted[V any](prev, cur []V, name func(*V) ServicePortName, f func(prev, cur *V)) {
+	i, j := 0, 0
+	for i < len(prev) || j < len(cur) {
+		var c int
+		switch {
+		case i == len(prev):
+			c = 1
+		case j == len(cur):
+			c = -1
+		default:
+			c = compareNames(name(&prev[i]), name(&cur[j]))
+		}
+		switch {
+		case c < 0:
+			f(&prev[i], nil)
+			i++
+		case c > 0:
+			f(nil, &cur[j])
+			j++
+		default:
+			f(&prev[i], &cur[j])
+			i++
+			j++
+		}
 	}
-	return keys
-}
-
-// appliedPorts rebuilds one Service's map from its port keys and the flat
-// map; nil when it has none.
-func appliedPorts[V any](keys []ServicePortName, flat map[ServicePortName]V) map[ServicePortName]V {
-	if len(keys) == 0 {
-		return nil
-	}
-	out := make(map[ServicePortName]V, len(keys))
-	for _, k := range keys {
-		out[k] = flat[k]
-	}
-	return out
 }

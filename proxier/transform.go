@@ -4,13 +4,31 @@ import (
 	"maps"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // lastAppliedAnnotation is kubectl's copy of the whole applied object.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-// trimObject is the informers' transform: before an object enters the
+// compact is the transform of the Service and EndpointSlice informers:
+// it converts each object, once, to the compact form the trackers use
+// (see compact.go), so their caches hold no API objects. Malformed parts
+// are skipped here, with the log line and the invalid-object metric.
+// Anything else (a tombstone, already compact) goes through trimObject.
+func (s *Snapshotter) compact(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *v1.Service:
+		return newServiceInfo(o, s.Services.invalid), nil
+	case *discovery.EndpointSlice:
+		return s.Endpoints.convert(o), nil
+	case *serviceInfo, *sliceInfo:
+		return obj, nil
+	}
+	return trimObject(obj)
+}
+
+// trimObject is the Node informer's transform: before an object enters the
 // informer's store it drops what no switchyard code reads and what is
 // often most of its size: managedFields, kubectl's last-applied
 // annotation and, on a Node, its list of container images. With the

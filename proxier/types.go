@@ -84,23 +84,55 @@ func (sp *ServicePort) ClusterIP(family v1.IPFamily) (netip.Addr, bool) {
 }
 
 // Endpoint is one backend address of a service port, merged from all the
-// service's EndpointSlices.
+// service's EndpointSlices. The fields are ordered to keep it small (56
+// bytes): a State holds one per endpoint and service port.
 type Endpoint struct {
-	IP   netip.Addr
-	Port uint16
+	IP netip.Addr
+	// NodeName is the node the endpoint runs on, "" if unknown.
+	NodeName string
+	// Topology is the endpoint's zone and the topology hints the slice
+	// controller wrote; nil when it has neither. Endpoints share it (see
+	// topologyInterner): never modify it.
+	Topology *EndpointTopology
+	Port     uint16
 
 	Ready       bool
 	Serving     bool
 	Terminating bool
-
-	NodeName string
-	Zone     string
-	// ZoneHints and NodeHints are the topology hints the slice controller
-	// wrote (hints.forZones / hints.forNodes).
-	ZoneHints []string
-	NodeHints []string
 	// IsLocal is true when the endpoint runs on this node.
 	IsLocal bool
+}
+
+// EndpointTopology is where an endpoint runs and the topology hints of
+// the slice controller (hints.forZones / hints.forNodes).
+type EndpointTopology struct {
+	Zone      string
+	ZoneHints []string
+	NodeHints []string
+}
+
+// Zone returns the endpoint's zone, "" if unknown.
+func (e Endpoint) Zone() string {
+	if e.Topology == nil {
+		return ""
+	}
+	return e.Topology.Zone
+}
+
+// ZoneHints returns the zones the endpoint is hinted for.
+func (e Endpoint) ZoneHints() []string {
+	if e.Topology == nil {
+		return nil
+	}
+	return e.Topology.ZoneHints
+}
+
+// NodeHints returns the nodes the endpoint is hinted for.
+func (e Endpoint) NodeHints() []string {
+	if e.Topology == nil {
+		return nil
+	}
+	return e.Topology.NodeHints
 }
 
 // String gives "ip:port" ("[ip]:port" for IPv6).
