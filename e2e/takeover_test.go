@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
@@ -264,14 +265,15 @@ func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
 		}
 		out = append(out, chainLeftovers(table, save, owned)...)
 	}
-	if now.mode != "nftables" && haveTool("nft") {
+	if haveTool("nft") {
 		tables, err := framework.RunIn(ctx, env.Topo.NodeNS, "nft", "list", "tables")
 		if err != nil {
 			return append(out, fmt.Sprintf("nft list tables: %v", err))
 		}
 		for _, l := range strings.Split(tables, "\n") {
-			if strings.HasSuffix(strings.TrimSpace(l), " kube-proxy") {
-				out = append(out, strings.TrimSpace(l))
+			l = strings.TrimSpace(l)
+			if strings.HasSuffix(l, " "+nftables.HandoverTable) || (now.mode != "nftables" && strings.HasSuffix(l, " kube-proxy")) {
+				out = append(out, l)
 			}
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"k8s.io/klog/v2"
-
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -68,16 +66,16 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 		}
 	}
 	d := f.renderAll(st)
-	tx := ruleset.NewTransaction(f.fc.nft, TableName)
-	if existing.Foreign {
-		// Another program's table of our name (kube-proxy's nftables
-		// mode): its sets may share our names with other types. It is
-		// replaced whole in this one transaction, so packets meet its
-		// rules or ours, never neither.
-		klog.InfoS("Replacing a kube-proxy table another program created", "family", f.fc.nft, "table", TableName,
-			"chains", len(existing.Chains), "sets", len(existing.Sets))
-		tx.DeleteTable()
+	foreign := existing.Foreign
+	if foreign {
+		if err := f.openHandover(ctx, conn, d, existing); err != nil {
+			return syncResult{full: true}, err
+		}
 		existing = TableObjects{}
+	}
+	tx := ruleset.NewTransaction(f.fc.nft, TableName)
+	if foreign {
+		tx.DeleteTable()
 	}
 	tx.AddTable()
 	d.write(tx, existing)
@@ -85,6 +83,7 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 		return syncResult{full: true}, err
 	}
 	f.commitFull(st, d)
+	f.closeHandover(ctx, conn)
 	rules, added, deleted := tx.Counts()
 	return syncResult{full: true, rules: rules, added: added, deleted: deleted}, nil
 }

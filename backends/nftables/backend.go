@@ -127,17 +127,25 @@ func (b *Backend) RemoveTables(ctx context.Context) ([]string, error) {
 }
 
 func cleanupFamily(ctx context.Context, conn Conn, fam ruleset.Family) (existed bool, err error) {
-	_, exists, err := conn.ListObjects(ctx, fam, TableName)
+	if _, err := cleanupTable(ctx, conn, fam, HandoverTable); err != nil {
+		return false, err
+	}
+	return cleanupTable(ctx, conn, fam, TableName)
+}
+
+// cleanupTable deletes one table if it exists.
+func cleanupTable(ctx context.Context, conn Conn, fam ruleset.Family, table string) (existed bool, err error) {
+	_, exists, err := conn.ListObjects(ctx, fam, table)
 	if err != nil {
-		return false, fmt.Errorf("nftables cleanup: listing table %s %s: %w", fam, TableName, err)
+		return false, fmt.Errorf("nftables cleanup: listing table %s %s: %w", fam, table, err)
 	}
 	if !exists {
 		return false, nil
 	}
-	tx := ruleset.NewTransaction(fam, TableName)
+	tx := ruleset.NewTransaction(fam, table)
 	tx.DeleteTable()
 	if err := conn.Run(ctx, tx); err != nil {
-		return true, fmt.Errorf("nftables cleanup: deleting table %s %s: %w", fam, TableName, err)
+		return true, fmt.Errorf("nftables cleanup: deleting table %s %s: %w", fam, table, err)
 	}
 	return true, nil
 }

@@ -26,25 +26,63 @@ func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 
 	b := flowBackend(t, fake, node)
 	mustSync(t, b, state, fullDiff())
-	tx := fake.Transactions[1]
-	if tx.Family != ruleset.IPv4 {
-		t.Fatalf("the first sync's first transaction is for %s", tx.Family)
+	// IPv4: the handover table first, with the whole ruleset; then the
+	// foreign table replaced; then the handover table deleted.
+	var v4 []*ruleset.Transaction
+	for _, tx := range fake.Transactions[1:] {
+		if tx.Family == ruleset.IPv4 {
+			v4 = append(v4, tx)
+		}
 	}
-	if tx.Ops[0].Kind != ruleset.OpDeleteTable || tx.Ops[1].Kind != ruleset.OpAddTable {
-		t.Fatalf("first sync over a foreign table starts with %s, %s; want delete table, add table", tx.Ops[0].String(), tx.Ops[1].String())
+	if len(v4) != 3 {
+		t.Fatalf("%d IPv4 transactions, want 3 (handover, replace, handover deleted)", len(v4))
+	}
+	handover, replace, drop := v4[0], v4[1], v4[2]
+	if handover.Table != nftables.HandoverTable || replace.Table != nftables.TableName || drop.Table != nftables.HandoverTable {
+		t.Fatalf("transactions on tables %s, %s, %s", handover.Table, replace.Table, drop.Table)
+	}
+	if h, r := len(handover.Ops), len(replace.Ops); h+1 != r {
+		t.Errorf("the handover table got %d operations, the replacement %d: want the same ruleset", h, r)
+	}
+	if replace.Ops[0].Kind != ruleset.OpDeleteTable || replace.Ops[1].Kind != ruleset.OpAddTable {
+		t.Fatalf("the replacement starts with %s, %s; want delete table, add table", replace.Ops[0].String(), replace.Ops[1].String())
+	}
+	if drop.Ops[0].Kind != ruleset.OpDeleteTable {
+		t.Errorf("the last transaction is %s, want the handover table deleted", drop.Ops[0].String())
 	}
 	if dump := fake.Dump(ruleset.IPv4, nftables.TableName); strings.Contains(dump, "cluster-ips-check") {
 		t.Errorf("the foreign table's chain survived:\n%s", dump)
 	}
+	if dump := fake.Dump(ruleset.IPv4, nftables.HandoverTable); dump != "" {
+		t.Errorf("the handover table is left:\n%s", dump)
+	}
 
 	// A restart over switchyard's own table keeps it (affinity state).
+	before := len(fake.Transactions)
 	b = flowBackend(t, fake, node)
 	mustSync(t, b, state, fullDiff())
-	for _, tx := range fake.Transactions[2:] {
+	for _, tx := range fake.Transactions[before:] {
 		for _, op := range tx.Ops {
 			if op.Kind == ruleset.OpDeleteTable {
 				t.Fatalf("a sync over switchyard's own %s table deleted it", tx.Family)
 			}
 		}
+	}
+}
+
+// A handover table left by a daemon that died mid-replacement is deleted
+// by the next full sync.
+func TestFullSyncDeletesAStaleHandoverTable(t *testing.T) {
+	state, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	stale := ruleset.NewTransaction(ruleset.IPv4, nftables.HandoverTable)
+	stale.AddTable()
+	stale.AddChain(&ruleset.Chain{Name: "services"})
+	if err := fake.Run(t.Context(), stale); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	if fake.Table(ruleset.IPv4, nftables.HandoverTable) != nil {
+		t.Error("the stale handover table survived a full sync")
 	}
 }
