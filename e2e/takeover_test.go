@@ -187,7 +187,7 @@ func runTakeover(t *testing.T, p takeoverPair) {
 	d := startProxy(t, env, p.to)
 	waitSynced(t, d, timeout)
 	synced := time.Now()
-	left := waitNoLeftovers(t, env, p.to, timeout)
+	left := waitNoLeftovers(t, env, p, timeout)
 	cleaned := time.Now()
 	time.Sleep(2 * time.Second)
 	failed := tr.stop(t, start)
@@ -242,10 +242,10 @@ func takeoverNodePort(t *testing.T, env *framework.Env) *corev1.Service {
 
 // waitNoLeftovers polls until nothing of a predecessor is in the node's
 // kernel, and returns what is left at the timeout.
-func waitNoLeftovers(t *testing.T, env *framework.Env, now proxyRun, timeout time.Duration) []string {
+func waitNoLeftovers(t *testing.T, env *framework.Env, p takeoverPair, timeout time.Duration) []string {
 	var left []string
 	_ = framework.WaitFor(timeout, func() (bool, error) {
-		left = leftovers(t.Context(), env, now)
+		left = leftovers(t.Context(), env, p)
 		return len(left) == 0, nil
 	})
 	return left
@@ -254,8 +254,11 @@ func waitNoLeftovers(t *testing.T, env *framework.Env, now proxyRun, timeout tim
 // leftovers lists what the proxy now running would not have written:
 // proxy chains of another mode, service chains nothing enters any more
 // (a predecessor's, for a successor in the same mode), nftables tables
-// when the proxy is iptables-based.
-func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
+// when the proxy is iptables-based. IPVS virtual servers (and kube-ipvs0)
+// that a predecessor in ipvs mode left stay while connections the
+// traffic opened through them last: only the sets count then.
+func leftovers(ctx context.Context, env *framework.Env, p takeoverPair) []string {
+	now := p.to
 	var out []string
 	owned := map[string]sweep.Owner{"iptables": iptables.OwnsChain, "userspace": userspace.OwnsChain, "ipvs": ipvs.OwnsChain}[now.mode]
 	for _, table := range sweep.Tables() {
@@ -278,16 +281,16 @@ func leftovers(ctx context.Context, env *framework.Env, now proxyRun) []string {
 		}
 	}
 	if now.mode != "ipvs" {
-		out = append(out, ipvsLeftovers(ctx, env)...)
+		out = append(out, ipvsLeftovers(ctx, env, p.from.mode == "ipvs")...)
 	}
 	return out
 }
 
 // ipvsLeftovers: kube-ipvs0, KUBE- sets and virtual servers, where the
-// tools to see them exist.
-func ipvsLeftovers(ctx context.Context, env *framework.Env) []string {
+// tools to see them exist; only the sets while draining.
+func ipvsLeftovers(ctx context.Context, env *framework.Env, draining bool) []string {
 	var out []string
-	if _, err := framework.RunIn(ctx, env.Topo.NodeNS, "ip", "link", "show", "kube-ipvs0"); err == nil {
+	if _, err := framework.RunIn(ctx, env.Topo.NodeNS, "ip", "link", "show", "kube-ipvs0"); err == nil && !draining {
 		out = append(out, "interface kube-ipvs0")
 	}
 	if haveTool("ipset") {
@@ -298,7 +301,7 @@ func ipvsLeftovers(ctx context.Context, env *framework.Env) []string {
 			}
 		}
 	}
-	if _, err := os.Stat("/proc/net/ip_vs"); err == nil && haveTool("ipvsadm") {
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil && haveTool("ipvsadm") && !draining {
 		list, _ := framework.RunIn(ctx, env.Topo.NodeNS, "ipvsadm", "-Ln")
 		for _, l := range strings.Split(list, "\n") {
 			if f := strings.Fields(l); len(f) > 0 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP" || f[0] == "FWM") {

@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/moby/ipvs"
+
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
 )
 
@@ -45,6 +47,58 @@ func (b *Backend) CleanupKernelObjects(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.cleanupKernelObjects(ctx)
+}
+
+// DrainKernelObjects is CleanupKernelObjects for a mode taking over from
+// ipvs while connections run through IPVS: a virtual server whose real
+// servers still carry connections (active or inactive) stays, and so does
+// kube-ipvs0 (its addresses make those packets local, where IPVS sees
+// them), until its connections end; new connections never reach it, the
+// new mode translates them before routing. It returns how many virtual
+// servers stay. The sets always go.
+func (b *Backend) DrainKernelObjects(ctx context.Context) (kept int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	svcs, err := b.k.IPVS.GetServices()
+	if err != nil {
+		return 0, fmt.Errorf("list virtual servers: %w", err)
+	}
+	var errs []error
+	for _, s := range svcs {
+		if s.FWMark == 0 && b.cfg.excluded(addrOf(s.Address)) {
+			continue // --ipvs-exclude-cidrs
+		}
+		busy, err := b.carriesConnections(s)
+		if err != nil || busy {
+			kept++
+			errs = append(errs, err)
+			continue
+		}
+		if err := ignoreMissing(b.k.IPVS.DelService(s)); err != nil {
+			errs = append(errs, fmt.Errorf("delete virtual server: %w", err))
+		}
+	}
+	if kept == 0 {
+		if err := b.k.Netlink.DeleteLink(DummyInterface); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", DummyInterface, err))
+		}
+	}
+	errs = append(errs, b.cleanupSets(ctx))
+	return kept, errors.Join(errs...)
+}
+
+// carriesConnections reports whether a real server of s has connections.
+func (b *Backend) carriesConnections(s *ipvs.Service) (bool, error) {
+	dests, err := b.k.IPVS.GetDestinations(s)
+	if err != nil {
+		return false, ignoreMissing(err)
+	}
+	for _, d := range dests {
+		if d.ActiveConnections+d.InactiveConnections > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (b *Backend) cleanupKernelObjects(ctx context.Context) error {

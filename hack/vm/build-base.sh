@@ -68,19 +68,26 @@ cp "$km/modules.builtin" "$km/modules.order" "$root/lib/modules/$kver/" 2>/dev/n
 u=$dir/userland
 libpath=$u/usr/lib/x86_64-linux-gnu:$u/lib/x86_64-linux-gnu
 mkdir -p "$root/lib64" "$root/usr/lib/x86_64-linux-gnu"
-for b in usr/sbin/xtables-nft-multi usr/sbin/xtables-legacy-multi sbin/ipvsadm usr/sbin/ipvsadm \
-	sbin/ipset usr/sbin/ipset usr/sbin/conntrack bin/ip; do
-	[ -e "$u/$b" ] || continue
-	mkdir -p "$root/$(dirname "$b")"
-	cp -P "$u/$b" "$root/$b"
-	LD_LIBRARY_PATH=$libpath ldd "$u/$b" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' |
+# copy_libs FILE: the shared libraries FILE loads, into the image.
+copy_libs() {
+	LD_LIBRARY_PATH=$libpath ldd "$1" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' |
 		while read -r lib; do
 			case $lib in "$u"/*) rel=${lib#"$u"/} ;; *) rel=${lib#/} ;; esac
 			mkdir -p "$root/$(dirname "$rel")"
 			cp -L "$lib" "$root/$rel"
 		done
+}
+for b in usr/sbin/xtables-nft-multi usr/sbin/xtables-legacy-multi sbin/ipvsadm usr/sbin/ipvsadm \
+	sbin/ipset usr/sbin/ipset usr/sbin/conntrack bin/ip; do
+	[ -e "$u/$b" ] || continue
+	mkdir -p "$root/$(dirname "$b")"
+	cp -P "$u/$b" "$root/$b"
+	copy_libs "$u/$b"
 done
 cp -a "$u/usr/lib/x86_64-linux-gnu/xtables" "$root/usr/lib/x86_64-linux-gnu/"
+# iptables dlopens its extensions: their own libraries (libxt_statistic
+# needs libm) are not among the binaries'.
+for ext in "$u"/usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_libs "$ext"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 # dpkg -x runs no postinst: make the update-alternatives links by hand.
 for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do

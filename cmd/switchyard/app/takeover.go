@@ -43,7 +43,15 @@ type takeover struct {
 const (
 	takeoverAttempts = 5
 	takeoverBackoff  = 30 * time.Second
+	// takeoverInUseRetry paces the checks of state left in place because
+	// it still carries connections.
+	takeoverInUseRetry = 30 * time.Second
 )
+
+// errInUse marks state a step left in place because connections still
+// run through it (IPVS virtual servers): not a failure; it is checked
+// again every takeoverInUseRetry until it is free.
+var errInUse = errors.New("still carries connections")
 
 func newTakeover(steps []leftoverStep) *takeover {
 	return &takeover{steps: steps, now: time.Now}
@@ -54,16 +62,24 @@ func (t *takeover) PostSync(ctx context.Context, _ *proxier.State, _ *proxier.Di
 		return
 	}
 	start := t.now()
-	failed := 0
+	failed, inUse := 0, 0
 	for _, s := range t.steps {
 		removed, err := s.run(ctx)
-		if err != nil {
+		switch {
+		case errors.Is(err, errInUse):
+			inUse++
+			klog.InfoS("Keeping a previous proxy's state while connections use it", "kind", s.kind, "reason", err)
+		case err != nil:
 			failed++
 			klog.ErrorS(err, "Failed to remove a previous proxy's leftovers", "kind", s.kind, "attempt", t.attempt+1)
 		}
 		if removed != "" {
 			klog.InfoS("Removed a previous proxy's leftovers", "kind", s.kind, "removed", removed)
 		}
+	}
+	if failed == 0 && inUse > 0 {
+		t.next = t.now().Add(takeoverInUseRetry)
+		return
 	}
 	t.attempt++
 	switch {
@@ -158,7 +174,8 @@ func sweepIPTables(ctx context.Context, owned sweep.Owner) (string, error) {
 // removeIPVSLeftovers removes the ipvs mode's virtual servers, kube-ipvs0
 // and sets, if that mode ever ran here: IPVS is loaded and kube-ipvs0
 // exists. IPVS used by something else on a node that never ran the ipvs
-// mode is left alone.
+// mode is left alone. Virtual servers that still carry connections stay
+// (errInUse) until those end.
 func removeIPVSLeftovers(ctx context.Context, all *Options) (string, error) {
 	if !ipvsLoaded() {
 		return "", nil
@@ -170,8 +187,12 @@ func removeIPVSLeftovers(ctx context.Context, all *Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := b.CleanupKernelObjects(ctx); err != nil {
+	kept, err := b.DrainKernelObjects(ctx)
+	switch {
+	case err != nil:
 		return "", err
+	case kept > 0:
+		return "idle virtual servers and sets", fmt.Errorf("%d IPVS virtual servers (and %s): %w", kept, ipvs.DummyInterface, errInUse)
 	}
 	return "virtual servers, " + ipvs.DummyInterface + " and sets", nil
 }

@@ -116,3 +116,32 @@ func TestLeftoverStepsPerMode(t *testing.T) {
 		t.Error("the nftables mode owns iptables chains")
 	}
 }
+
+// State still carrying connections is checked again, without counting as
+// a failed attempt, until it is free.
+func TestTakeoverWaitsForStateInUse(t *testing.T) {
+	now := time.Unix(0, 0)
+	busy := 12
+	runs := 0
+	step := leftoverStep{kind: "ipvs", run: func(context.Context) (string, error) {
+		runs++
+		if runs <= busy {
+			return "", errInUse
+		}
+		return "virtual servers", nil
+	}}
+	tk := newTakeover([]leftoverStep{step})
+	tk.now = func() time.Time { return now }
+	for range busy {
+		tk.PostSync(t.Context(), nil, nil)
+		if tk.done {
+			t.Fatalf("gave up after %d runs while the state was in use", runs)
+		}
+		tk.PostSync(t.Context(), nil, nil) // too early: nothing
+		now = now.Add(takeoverInUseRetry)
+	}
+	tk.PostSync(t.Context(), nil, nil)
+	if !tk.done || runs != busy+1 {
+		t.Fatalf("runs %d, done %v: want %d and done", runs, tk.done, busy+1)
+	}
+}
