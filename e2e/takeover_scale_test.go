@@ -27,9 +27,10 @@ const (
 )
 
 // takeoverTimeout bounds a proxy's first sync and the removal of its
-// predecessor's objects: 20 s plus 1 s per 100 background services.
+// predecessor's objects: 20 s plus 4 s per 100 background services
+// (kube-proxy's iptables mode needs minutes at 10k on iptables-nft).
 func takeoverTimeout(services int) time.Duration {
-	return converge + time.Duration(services/100)*time.Second
+	return converge + time.Duration(services/25)*time.Second
 }
 
 // createBackground creates n ClusterIP services of one TCP port, each with
