@@ -188,14 +188,22 @@ func testClusterIPSpread(t *testing.T, m *modeEnv) {
 }
 
 func testNodePort(t *testing.T, m *modeEnv) {
-	svc := framework.NewService(m.Namespace, "np", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
-	svc.Spec.Type = corev1.ServiceTypeNodePort
-	svc = m.CreateService(t, svc)
-	m.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
-		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
-		framework.PodEndpoints(m.Topo.NodeName, m.Topo.Pods...)...))
+	svc := nodePortEcho(t, m.Env, "np")
 	addr := hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort)
 	waitServed(t, m.Topo.ClientNS, "tcp", addr, podNames(m.Topo.Pods), true)
+}
+
+// nodePortEcho creates a NodePort Service of one TCP port with every pod
+// of the Env as an endpoint.
+func nodePortEcho(t *testing.T, env *framework.Env, name string) *corev1.Service {
+	t.Helper()
+	svc := framework.NewService(env.Namespace, name, framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = env.CreateService(t, svc)
+	env.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
+		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
+		framework.PodEndpoints(env.Topo.NodeName, env.Topo.Pods...)...))
+	return svc
 }
 
 func testExternalAndLB(t *testing.T, m *modeEnv) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
@@ -166,7 +165,7 @@ func runTakeover(t *testing.T, p takeoverPair) {
 	}
 	waitSynced(t, old, timeout)
 	svc := env.EchoService(t, "takeover", env.Topo.Pods...)
-	np := takeoverNodePort(t, env)
+	np := nodePortEcho(t, env, "takeover-np")
 	cip := hostPort(svc.Spec.ClusterIP, 80)
 	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods), true)
 	waitServed(t, env.Topo.ClientNS, "tcp", hostPort(env.Topo.NodeIP, np.Spec.Ports[0].NodePort), podNames(env.Topo.Pods), true)
@@ -237,17 +236,6 @@ func synced(t *testing.T, d *framework.Daemon, timeout time.Duration) bool {
 		return err == nil && v > 0, nil
 	})
 	return err == nil
-}
-
-func takeoverNodePort(t *testing.T, env *framework.Env) *corev1.Service {
-	t.Helper()
-	svc := framework.NewService(env.Namespace, "takeover-np", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
-	svc.Spec.Type = corev1.ServiceTypeNodePort
-	svc = env.CreateService(t, svc)
-	env.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
-		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
-		framework.PodEndpoints(env.Topo.NodeName, env.Topo.Pods...)...))
-	return svc
 }
 
 // waitNoLeftovers polls until nothing of a predecessor is in the node's

@@ -70,30 +70,6 @@ func (b *Backend) syncIPTables(ctx context.Context, full bool, repair map[v1.IPF
 	return wrote, nil
 }
 
-// savedRule is one "-A CHAIN ..." line of iptables-save.
-type savedRule struct {
-	chain, target, line string
-}
-
-// parseSaved reads the chains and rules of an iptables-save table.
-func parseSaved(data []byte) (chains map[string]bool, rules []savedRule) {
-	chains = map[string]bool{}
-	for _, line := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, ":"):
-			chains[strings.Fields(line[1:])[0]] = true
-		case strings.HasPrefix(line, "-A "):
-			f := strings.Fields(line)
-			r := savedRule{chain: f[1], line: line}
-			if i := slices.Index(f, "-j"); i > 0 && i+1 < len(f) {
-				r.target = f[i+1]
-			}
-			rules = append(rules, r)
-		}
-	}
-	return chains, rules
-}
-
 // missingJumps lists the jumps no rule of the built-in chain makes yet.
 func (b *Backend) missingJumps(ctx context.Context, f v1.IPFamily) ([]jump, error) {
 	present := map[string]bool{}
@@ -102,9 +78,8 @@ func (b *Backend) missingJumps(ctx context.Context, f v1.IPFamily) ([]jump, erro
 		if err != nil {
 			return nil, fmt.Errorf("iptables %s: %w", f, err)
 		}
-		_, rules := parseSaved(data)
-		for _, r := range rules {
-			present[table+"/"+r.chain+"/"+r.target] = true
+		for _, r := range runner.ParseSave(data).Rules {
+			present[table+"/"+r.Chain+"/"+r.Target] = true
 		}
 	}
 	var missing []jump

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/ipvs"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // addrOf converts a net.IP (nil: invalid).
@@ -120,16 +121,16 @@ func (b *Backend) cleanupIPTables(ctx context.Context, f v1.IPFamily) error {
 		if err != nil {
 			return fmt.Errorf("cleanup %s: %w", f, err)
 		}
-		chains, rules := parseSaved(data)
+		saved := runner.ParseSave(data)
 		var lines []string
-		for _, r := range rules {
-			if !slices.Contains(ours[table], r.chain) && slices.Contains(ours[table], r.target) {
-				lines = append(lines, "-D"+strings.TrimPrefix(r.line, "-A"))
+		for _, r := range saved.Rules {
+			if !slices.Contains(ours[table], r.Chain) && slices.Contains(ours[table], r.Target) {
+				lines = append(lines, r.DeleteLine())
 			}
 		}
 		var present []string
 		for _, c := range ours[table] {
-			if chains[c] {
+			if slices.Contains(saved.Chains, c) {
 				present = append(present, c)
 			}
 		}

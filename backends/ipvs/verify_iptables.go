@@ -152,15 +152,15 @@ func (b *Backend) countRules(ctx context.Context, f v1.IPFamily, table string, o
 
 // countSaved reads rule counts and built-in jumps from iptables-save.
 func countSaved(data []byte) *runner.TableCounts {
-	chains, rules := parseSaved(data)
+	saved := runner.ParseSave(data)
 	out := &runner.TableCounts{Rules: map[string]int{}, Jumps: map[string][]string{}}
-	for c := range chains {
+	for _, c := range saved.Chains {
 		out.Rules[c] = 0
 	}
-	for _, r := range rules {
-		out.Rules[r.chain]++
-		if runner.IsBuiltinChain(r.chain) && r.target != "" {
-			out.Jumps[r.chain] = append(out.Jumps[r.chain], r.target)
+	for _, r := range saved.Rules {
+		out.Rules[r.Chain]++
+		if runner.IsBuiltinChain(r.Chain) && r.Target != "" {
+			out.Jumps[r.Chain] = append(out.Jumps[r.Chain], r.Target)
 		}
 	}
 	return out
