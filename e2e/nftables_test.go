@@ -21,7 +21,7 @@ func nodeNFT(t *testing.T, m *modeEnv, args ...string) string {
 // service port, and that chain picking an endpoint from a shared map.
 func testNFTListing(t *testing.T, m *modeEnv) {
 	svc := m.EchoService(t, "listing", m.Topo.Pods...)
-	suffix := "-" + m.Namespace + "/listing/tcp/tcp"
+	suffix := "-" + m.Namespace + ".listing.tcp.tcp"
 	var out string
 	err := framework.WaitFor(converge, func() (bool, error) {
 		out = nodeNFT(t, m, "list", "table", "ip", "kube-proxy")

@@ -42,9 +42,6 @@ func (p proxyRun) String() string {
 // reported, not held against switchyard.
 type takeoverPair struct {
 	from, to proxyRun
-	// cleanupFirst runs `switchyard --cleanup` between the two, as an
-	// init container of the new DaemonSet would.
-	cleanupFirst bool
 }
 
 func (p takeoverPair) upstreamStart() bool { return p.to.kubeProxy }
@@ -61,33 +58,28 @@ func TestTakeover(t *testing.T) {
 	sy := func(mode string) proxyRun { return proxyRun{mode: mode} }
 	kp := func(mode string) proxyRun { return proxyRun{kubeProxy: true, mode: mode} }
 	pairs := []takeoverPair{
-		{kp("iptables"), sy("iptables"), false},
-		{kp("iptables"), sy("nftables"), false},
-		{kp("iptables"), sy("userspace"), false},
-		{kp("nftables"), sy("nftables"), false},
-		{kp("nftables"), sy("iptables"), false},
-		{sy("nftables"), sy("nftables"), false}, // a rolling update
-		{sy("iptables"), sy("nftables"), false},
-		{sy("nftables"), sy("iptables"), false},
-		{sy("iptables"), kp("iptables"), false},
-		// kube-proxy's nftables mode cannot adopt switchyard's table (same
-		// name, sets of other types): the rollback removes it first.
-		{sy("nftables"), kp("nftables"), true},
-		{kp("iptables"), kp("nftables"), false}, // upstream's own mode switch, for comparison
+		{kp("iptables"), sy("iptables")},
+		{kp("iptables"), sy("nftables")},
+		{kp("iptables"), sy("userspace")},
+		{kp("nftables"), sy("nftables")},
+		{kp("nftables"), sy("iptables")},
+		{sy("nftables"), sy("nftables")}, // a rolling update
+		{sy("iptables"), sy("nftables")},
+		{sy("nftables"), sy("iptables")},
+		{sy("iptables"), kp("iptables")},
+		{sy("nftables"), kp("nftables")},
+		{kp("iptables"), kp("nftables")}, // upstream's own mode switch, for comparison
 	}
 	if slices.Contains(e2eModes(), "ipvs") {
 		// In the VM (hack/vm/e2e-ipvs.sh): IPVS, no kube-proxy binary and
 		// no nft; the ipvs mode with the other iptables-based one.
 		pairs = []takeoverPair{
-			{sy("iptables"), sy("ipvs"), false},
-			{sy("ipvs"), sy("iptables"), false},
+			{sy("iptables"), sy("ipvs")},
+			{sy("ipvs"), sy("iptables")},
 		}
 	}
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s to %s", p.from, p.to)
-		if p.cleanupFirst {
-			name += " after cleanup"
-		}
 		t.Run(strings.ReplaceAll(name, " ", "-"), func(t *testing.T) {
 			runTakeover(t, p)
 		})
@@ -177,21 +169,15 @@ func runTakeover(t *testing.T, p takeoverPair) {
 		t.Errorf("stopping %s: %v", p.from, err)
 	}
 	stopped := time.Now()
-	if p.cleanupFirst {
-		bin, err := suite.DaemonBinary(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, bin, "--cleanup"); err != nil {
-			t.Fatalf("switchyard --cleanup: %v\n%s", err, out)
-		}
-	}
 	time.Sleep(time.Second) // the DaemonSet's gap between the old pod and the new
 	started := time.Now()
 	d := startProxy(t, env, p.to)
 	waitSynced(t, d, timeout)
 	synced := time.Now()
 	left := waitNoLeftovers(t, env, p, timeout)
+	if p.to.kubeProxy && p.to.mode == "nftables" && p.from.mode == "nftables" {
+		cleanupAfterRollback(t, env)
+	}
 	cleaned := time.Now()
 	time.Sleep(2 * time.Second)
 	failed := tr.stop(t, start)
@@ -203,9 +189,75 @@ func runTakeover(t *testing.T, p takeoverPair) {
 	if failed > 0 && !p.upstreamStart() {
 		t.Errorf("%d requests failed while %s took over from %s (started at %s); its log:\n%s", failed, p.to, p.from, started.Format("15:04:05.000"), d.LogTail(40))
 	}
-	// The new proxy is in charge: an endpoint change is served.
+	// The new proxy is in charge: endpoint changes are served, and none of
+	// its syncs failed (kube-proxy deletes stale chains a second after it
+	// saw them, so two changes, two seconds apart).
 	setSliceEndpoints(t, env, svc, env.Topo.Pods[:1])
 	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods[:1]), true)
+	time.Sleep(2 * time.Second)
+	setSliceEndpoints(t, env, svc, env.Topo.Pods)
+	waitServed(t, env.Topo.ClientNS, "tcp", cip, podNames(env.Topo.Pods), true)
+	if n := syncFailures(t, d); n > 0 {
+		t.Errorf("%s: %v failed syncs or cleanups after taking over from %s\n%s", p.to, n, p.from, d.LogTail(40))
+	}
+}
+
+// cleanupAfterRollback logs what switchyard left in the table kube-proxy
+// adopted, runs `switchyard --cleanup-after-rollback` (the traffic still
+// flowing) and requires nothing of switchyard's left.
+func cleanupAfterRollback(t *testing.T, env *framework.Env) {
+	t.Helper()
+	before, _ := nftObjects(t, env)
+	bin, err := suite.DaemonBinary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, bin, "--cleanup-after-rollback")
+	if err != nil {
+		t.Fatalf("switchyard --cleanup-after-rollback: %v\n%s", err, out)
+	}
+	after, left := nftObjects(t, env)
+	t.Logf("kube-proxy's table before --cleanup-after-rollback: %s; after: %s", before, after)
+	if len(left) > 0 {
+		t.Errorf("switchyard's objects left after --cleanup-after-rollback: %v\n%s", left, out)
+	}
+}
+
+// syncFailures sums the failure counters kube-proxy and switchyard share.
+func syncFailures(t *testing.T, d *framework.Daemon) float64 {
+	var sum float64
+	for _, name := range []string{
+		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+		"kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+		"kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+	} {
+		if v, err := d.MetricValue(t.Context(), name, nil); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// nftObjects counts the chains, sets and maps of the ip kube-proxy table
+// and names those only switchyard writes.
+func nftObjects(t *testing.T, env *framework.Env) (string, []string) {
+	out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "nft", "list", "table", "ip", nftables.TableName)
+	if err != nil {
+		return err.Error(), nil
+	}
+	kinds := map[string]int{}
+	var sy []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || (f[0] != "chain" && f[0] != "set" && f[0] != "map") {
+			continue
+		}
+		kinds[f[0]]++
+		if nftables.SwitchyardObject(f[1]) {
+			sy = append(sy, f[0]+" "+f[1])
+		}
+	}
+	return fmt.Sprintf("%d chains, %d sets, %d maps, %d of them switchyard's", kinds["chain"], kinds["set"], kinds["map"], len(sy)), sy
 }
 
 func startProxy(t *testing.T, env *framework.Env, p proxyRun) *framework.Daemon {

@@ -66,7 +66,7 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 		}
 	}
 	d := f.renderAll(st)
-	foreign := existing.Foreign
+	foreign := existing.Foreign || holdsForeignObjects(existing)
 	if foreign {
 		if err := f.openHandover(ctx, conn, d, existing); err != nil {
 			return syncResult{full: true}, err

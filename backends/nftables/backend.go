@@ -166,3 +166,63 @@ func (f *familySync) localMatchChanged(st *proxier.State) bool {
 	prev := f.w.prev
 	return prev != nil && st != nil && f.fc.localMatch(prev.Node) != f.fc.localMatch(st.Node)
 }
+
+// RemoveLeftovers deletes, from a kube-proxy table that kube-proxy's
+// nftables mode adopted on a rollback, what only switchyard writes (no
+// hook reaches it after the adoption), and any handover table; nothing of
+// kube-proxy's. It refuses a table holding nothing of another program's:
+// switchyard still owns that one. It returns what it removed per family.
+func (b *Backend) RemoveLeftovers(ctx context.Context) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var removed []string
+	var errs []error
+	for _, f := range b.families {
+		msg, err := removeLeftovers(ctx, b.conn, f.fc.nft)
+		if err != nil {
+			errs = append(errs, err)
+		} else if msg != "" {
+			removed = append(removed, msg)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+func removeLeftovers(ctx context.Context, conn Conn, fam ruleset.Family) (string, error) {
+	if _, err := cleanupTable(ctx, conn, fam, HandoverTable); err != nil {
+		return "", err
+	}
+	objs, exists, err := conn.ListObjects(ctx, fam, TableName)
+	if err != nil || !exists {
+		return "", err
+	}
+	if !objs.Foreign && !holdsForeignObjects(objs) {
+		return "", fmt.Errorf("table %s %s holds only switchyard's objects: switchyard still owns it (use --cleanup to remove it)", fam, TableName)
+	}
+	tx := ruleset.NewTransaction(fam, TableName)
+	chains, sets := 0, 0
+	for _, c := range objs.Chains {
+		if SwitchyardObject(c) {
+			tx.FlushChain(c)
+			chains++
+		}
+	}
+	for _, c := range objs.Chains {
+		if SwitchyardObject(c) {
+			tx.DeleteChain(c)
+		}
+	}
+	for _, s := range objs.Sets {
+		if SwitchyardObject(s) {
+			tx.DeleteSet(s)
+			sets++
+		}
+	}
+	if chains+sets == 0 {
+		return "", nil
+	}
+	if err := conn.Run(ctx, tx); err != nil {
+		return "", fmt.Errorf("removing switchyard's objects from table %s %s (has kube-proxy synced since it started?): %w", fam, TableName, err)
+	}
+	return fmt.Sprintf("%s %s: %d chains, %d sets", fam, TableName, chains, sets), nil
+}

@@ -29,7 +29,7 @@
 //     removing or replacing an endpoint changes map elements only; with
 //     the same number of endpoints a replacement rewrites one range.
 //   - Services with no usable endpoint are elements of the sets
-//     "no-endpoint-services" / "no-endpoint-nodeports", rejected (TCP
+//     "services-without-endpoints" / "nodeports-without-endpoints", rejected (TCP
 //     reset, ICMP port unreachable) in filter chains at priority
 //     dstnat-10, before any DNAT; so losing or regaining the last
 //     endpoint is data too. (Upstream uses verdict maps there.)
@@ -41,7 +41,7 @@
 //     chain (nft 1.0 aborts when printing the data-only alternatives, and
 //     an operator's `nft list ruleset` must work).
 //   - loadBalancerSourceRanges: "firewall-ips" verdict map to a
-//     "firewall-..." chain per port in filter-prerouting.
+//     "firewall-..." chain per port in filter-prerouting-pre-dnat.
 //
 // Why shared maps of 16 groups: the kernel finds a set by name by walking
 // the table's set list for every rule that refers to one, and inserts an

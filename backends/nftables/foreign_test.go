@@ -1,6 +1,7 @@
 package nftables_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +85,90 @@ func TestFullSyncDeletesAStaleHandoverTable(t *testing.T) {
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	if fake.Table(ruleset.IPv4, nftables.HandoverTable) != nil {
 		t.Error("the stale handover table survived a full sync")
+	}
+}
+
+// After a rollback kube-proxy adopts the table without giving it its
+// comment; switchyard coming back recognises kube-proxy's objects and
+// replaces the table through the handover table as well.
+func TestFirstSyncReplacesAnAdoptedTable(t *testing.T) {
+	state, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	want := fake.Dump(ruleset.IPv4, nftables.TableName)
+	fake.Tamper(ruleset.IPv4, nftables.TableName, func(tbl *ruleset.Table) {
+		tbl.Chains["cluster-ips-check"] = &ruleset.Chain{Name: "cluster-ips-check"}
+	})
+	before := len(fake.Transactions)
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	if got := fake.Dump(ruleset.IPv4, nftables.TableName); got != want {
+		t.Errorf("after replacing the adopted table it differs:\n%s", got)
+	}
+	var tables []string
+	for _, tx := range fake.Transactions[before:] {
+		tables = append(tables, string(tx.Family)+" "+tx.Table)
+	}
+	if !slices.Contains(tables, "ip "+nftables.HandoverTable) {
+		t.Errorf("no handover table written; transactions on %v", tables)
+	}
+}
+
+// RemoveLeftovers (--cleanup-after-rollback) refuses switchyard's own
+// table, refuses (changing nothing) while kube-proxy's maps still point at
+// switchyard's chains, and after kube-proxy's adoption removes exactly the
+// objects only switchyard writes.
+func TestRemoveLeftoversAfterAdoption(t *testing.T) {
+	state, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	b := flowBackend(t, fake, node)
+	mustSync(t, b, state, fullDiff())
+	if _, err := b.RemoveLeftovers(t.Context()); err == nil {
+		t.Fatal("RemoveLeftovers accepted switchyard's own table")
+	}
+	adopt := func(tbl *ruleset.Table) { // what kube-proxy's first sync does to base chains
+		tbl.Chains["cluster-ips-check"] = &ruleset.Chain{Name: "cluster-ips-check"}
+		for _, c := range tbl.Chains {
+			if c.Hook != nil || !nftables.SwitchyardObject(c.Name) {
+				c.Rules = nil
+			}
+		}
+	}
+	fake.Tamper(ruleset.IPv4, nftables.TableName, adopt)
+	fake.Tamper(ruleset.IPv6, nftables.TableName, adopt)
+	before := fake.Dump(ruleset.IPv4, nftables.TableName)
+	if _, err := b.RemoveLeftovers(t.Context()); err == nil {
+		t.Error("RemoveLeftovers succeeded while service-ips still points at switchyard's chains")
+	} else if fake.Dump(ruleset.IPv4, nftables.TableName) != before {
+		t.Error("a refused RemoveLeftovers changed the table")
+	}
+	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
+		fake.Tamper(fam, nftables.TableName, func(tbl *ruleset.Table) {
+			for _, m := range []string{"service-ips", "service-nodeports", "firewall-ips"} {
+				if s := tbl.Sets[m]; s != nil {
+					s.Elements = map[string]ruleset.Element{}
+				}
+			}
+		})
+	}
+	removed, err := b.RemoveLeftovers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("removed %v", removed)
+	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
+		tbl := fake.Table(fam, nftables.TableName)
+		for name := range tbl.Chains {
+			if nftables.SwitchyardObject(name) {
+				t.Errorf("%s chain %s left", fam, name)
+			}
+		}
+		for name := range tbl.Sets {
+			if nftables.SwitchyardObject(name) {
+				t.Errorf("%s set %s left", fam, name)
+			}
+		}
+		if tbl.Chains["cluster-ips-check"] == nil || tbl.Sets["service-ips"] == nil {
+			t.Errorf("%s: kube-proxy's objects removed too", fam)
+		}
 	}
 }

@@ -136,7 +136,7 @@ func TestKernelTraffic(t *testing.T) {
 		checkRepair(t, tp, b, st)
 	})
 	t.Run("flushed chain repaired by the periodic sync", func(t *testing.T) {
-		chain := serviceChain(t, tp, "default/web/tcp/tcp")
+		chain := serviceChain(t, tp, "default.web.tcp.tcp")
 		run(t, "ip", "netns", "exec", tp.node, "nft", "flush", "chain", "ip", nftables.TableName, chain)
 		checkRepair(t, tp, b, st)
 		if out := run(t, "ip", "netns", "exec", tp.node, "nft", "list", "chain", "ip", nftables.TableName, chain); !strings.Contains(out, "dnat") {
@@ -303,7 +303,7 @@ func checkRepair(t *testing.T, tp *trafficTopo, b *nftables.Backend, st *proxier
 }
 
 // serviceChain finds the name of a service port's chain
-// ("service-<hash>-default/web/tcp/tcp") in what nft lists.
+// ("service-<hash>-default.web.tcp.tcp") in what nft lists.
 func serviceChain(t *testing.T, tp *trafficTopo, port string) string {
 	t.Helper()
 	out := run(t, "ip", "netns", "exec", tp.node, "nft", "list", "table", "ip", nftables.TableName)

@@ -11,10 +11,17 @@ import (
 )
 
 // Names of the table-wide chains and sets. Where the structure is the same
-// as upstream kube-proxy's nftables mode, so is the name.
+// as upstream kube-proxy's nftables mode, so is the name; where it differs,
+// so does the name. That keeps the table adoptable by kube-proxy on a
+// rollback: kube-proxy deletes and recreates base chains of its own names
+// (so switchyard has no others), adds sets and maps of its names (so a
+// same-named object here has kube-proxy's type), treats any chain whose name
+// holds a "/" as its own stale service chain and any set named "affinity-*"
+// as its own stale affinity set (so switchyard names none so). What
+// kube-proxy does not know it leaves in place, unreachable from any hook.
 const (
-	chainFilterPrerouting = "filter-prerouting"
-	chainFilterOutput     = "filter-output"
+	chainFilterPrerouting = "filter-prerouting-pre-dnat"
+	chainFilterOutput     = "filter-output-pre-dnat"
 	chainNATPrerouting    = "nat-prerouting"
 	chainNATOutput        = "nat-output"
 	chainNATPostrouting   = "nat-postrouting"
@@ -27,30 +34,34 @@ const (
 	setServiceIPs       = "service-ips"
 	setServiceNodePorts = "service-nodeports"
 	setFirewallIPs      = "firewall-ips"
-	setNoEndpoints      = "no-endpoint-services"
-	setNoEndpointPorts  = "no-endpoint-nodeports"
+	setNoEndpoints      = "services-without-endpoints"
+	setNoEndpointPorts  = "nodeports-without-endpoints"
 	setHairpin          = "hairpin-endpoints"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"
 )
 
-// Prefixes of the per-service-port chains, as upstream's.
+// Prefixes of the per-service-port chains, as upstream's; the sets of
+// ClientIP affinity clients are "sticky-", not upstream's "affinity-".
 const (
 	prefixService  = "service-"
 	prefixExternal = "external-"
 	prefixFirewall = "firewall-"
-	prefixAffinity = "affinity-"
+	prefixAffinity = "sticky-"
 )
 
 // affinitySetName names the set of clients of one endpoint of a service
-// port, as upstream: "affinity-<hash>-ns/name/proto/port__ip/port".
+// port: "sticky-<hash>-ns.name.proto.port__ip/port".
 func affinitySetName(n proxier.ServicePortName, ep netip.AddrPort) string {
 	base := portBase(n) + "__" + ep.Addr().String() + "/" + strconv.Itoa(int(ep.Port()))
 	return prefixAffinity + hash8(base) + "-" + base
 }
 
+// portBase is "namespace.name.protocol.port": none of the four can hold a
+// dot (DNS labels, IANA service names), and unlike upstream's slashes, a
+// dot does not make kube-proxy take the chain for one of its own.
 func portBase(n proxier.ServicePortName) string {
-	return n.Namespace + "/" + n.Name + "/" + strings.ToLower(string(n.Protocol)) + "/" + n.Port
+	return n.Namespace + "." + n.Name + "." + strings.ToLower(string(n.Protocol)) + "." + n.Port
 }
 
 func hash8(s string) string {
@@ -64,9 +75,8 @@ func isAffinitySet(name string) bool { return strings.HasPrefix(name, prefixAffi
 // portChains are the names of one service port's chains.
 type portChains struct{ service, external, firewall string }
 
-// chainsOf names a service port's chains the way upstream kube-proxy's
-// nftables mode does: prefix, an 8-character hash, then
-// "namespace/name/protocol/port" so that `nft list` is readable.
+// chainsOf names a service port's chains: prefix, an 8-character hash, then
+// "namespace.name.protocol.port" so that `nft list` is readable.
 func chainsOf(n proxier.ServicePortName) portChains {
 	base := portBase(n)
 	suffix := hash8(base) + "-" + base
@@ -75,4 +85,47 @@ func chainsOf(n proxier.ServicePortName) portChains {
 		external: prefixExternal + suffix,
 		firewall: prefixFirewall + suffix,
 	}
+}
+
+// SwitchyardObject tells whether a chain, set or map of the kube-proxy table
+// has a name only switchyard gives: what is left of switchyard's ruleset,
+// unreachable, after kube-proxy's nftables mode adopted the table.
+func SwitchyardObject(name string) bool {
+	switch name {
+	case setNoEndpoints, setNoEndpointPorts, setHairpin, chainMarkMasq:
+		return true
+	}
+	if strings.HasPrefix(name, prefixAffinity) || strings.HasPrefix(name, endpointMapPrefix) {
+		return true
+	}
+	for _, p := range []string{prefixService, prefixExternal, prefixFirewall} {
+		if strings.HasPrefix(name, p) && strings.Count(name, ".") >= 3 && !strings.Contains(name, "/") {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedNames are the objects switchyard writes under upstream's names.
+var sharedNames = map[string]bool{
+	chainFilterPrerouting: true, chainFilterOutput: true, chainNATPrerouting: true,
+	chainNATOutput: true, chainNATPostrouting: true, chainServices: true,
+	chainFirewallCheck: true, chainEndpointsCheck: true, chainMasquerading: true,
+	setServiceIPs: true, setServiceNodePorts: true, setFirewallIPs: true,
+}
+
+// holdsForeignObjects tells a table holding anything this version of
+// switchyard would not write: kube-proxy's objects (after a rollback
+// kube-proxy adopted the table, which keeps no comment then), or an
+// earlier switchyard's names and set flags. Such a table is replaced,
+// not rewritten in place.
+func holdsForeignObjects(objs TableObjects) bool {
+	for _, names := range [][]string{objs.Chains, objs.Sets} {
+		for _, n := range names {
+			if !sharedNames[n] && !SwitchyardObject(n) {
+				return true
+			}
+		}
+	}
+	return false
 }

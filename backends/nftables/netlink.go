@@ -177,12 +177,15 @@ func (b *batch) rule(chain string, r ruleset.Rule) error {
 }
 
 // set describes a set to the kernel. It is named by the operations on
-// it; the properties matter only where the set is created.
+// it; the properties matter only where the set is created. As nft does,
+// only an interval set with a concatenated key is flagged a concatenation:
+// the kernel refuses nft's "add map" of an existing set whose flags
+// differ, and kube-proxy adds the maps it shares with us that way.
 func (b *batch) set(s *ruleset.Set) *gnft.Set {
 	ns := &gnft.Set{
 		Table: b.table, Name: s.Name, IsMap: s.Kind != ruleset.PlainSet,
 		Interval: s.Interval, Dynamic: s.Dynamic, HasTimeout: s.Dynamic,
-		Concatenation: len(s.Key) > 1, Size: s.Size, Comment: s.Comment,
+		Concatenation: s.Interval && len(s.Key) > 1, Size: s.Size, Comment: s.Comment,
 		KeyType: setType(b.fam, s.Key),
 	}
 	if s.Interval {

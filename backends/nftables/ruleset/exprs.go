@@ -48,7 +48,7 @@ type Lookup struct {
 	Neq bool
 }
 
-// Text gives e.g. "ip daddr . meta l4proto . th dport @no-endpoint-services".
+// Text gives e.g. "ip daddr . meta l4proto . th dport @services-without-endpoints".
 func (l Lookup) Text(f Family) string {
 	op := " @"
 	if l.Neq {
@@ -166,7 +166,7 @@ func slotText(offset uint32) string {
 }
 
 // Update adds the key to a dynamic set with a timeout, or refreshes the
-// timeout of an element already there: "update @affinity-X { ip saddr
+// timeout of an element already there: "update @sticky-X { ip saddr
 // timeout 10800s }".
 type Update struct {
 	Set     string

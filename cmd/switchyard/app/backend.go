@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -240,6 +241,22 @@ func cleanupAll(ctx context.Context, o *Options) error {
 	}
 	klog.InfoS("Cleanup done")
 	return nil
+}
+
+// cleanupAfterRollback removes what switchyard's nftables mode left in a
+// table kube-proxy's nftables mode adopted (--cleanup-after-rollback).
+func cleanupAfterRollback(ctx context.Context, o *Options) error {
+	b, err := newNFTablesBackend(withAllFamilies(o), nil)
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	removed, err := b.RemoveLeftovers(ctx)
+	if len(removed) > 0 {
+		klog.InfoS("Removed switchyard's objects from kube-proxy's tables", "removed", strings.Join(removed, "; "))
+	} else if err == nil {
+		klog.InfoS("Nothing of switchyard's left in kube-proxy's tables")
+	}
+	return err
 }
 
 // ipvsLoaded reports whether this network namespace has IPVS state

@@ -21,14 +21,15 @@ const (
 // the form a flag holds it. The command binds flags to one rawConfig and
 // merges defaults, file and changed flags into another.
 type rawConfig struct {
-	ConfigFile          string
-	Cleanup             bool
-	InitOnly            bool
-	WriteConfigTo       string
-	FeatureGates        map[string]bool
-	BindAddress         string
-	BindAddressHardFail bool
-	ShowHiddenMetrics   string
+	ConfigFile           string
+	Cleanup              bool
+	CleanupAfterRollback bool
+	InitOnly             bool
+	WriteConfigTo        string
+	FeatureGates         map[string]bool
+	BindAddress          string
+	BindAddressHardFail  bool
+	ShowHiddenMetrics    string
 	// AcceptContentTypes is clientConnection.acceptContentTypes (no flag).
 	AcceptContentTypes string
 	Mode               string
@@ -124,6 +125,7 @@ func settings() []setting {
 	return []setting{
 		{"config", "", "ConfigFile"},
 		{"cleanup", "", "Cleanup"},
+		{"cleanup-after-rollback", "", "CleanupAfterRollback"},
 		{"init-only", "", "InitOnly"},
 		{"write-config-to", "", "WriteConfigTo"},
 		{"feature-gates", "featureGates", "FeatureGates"},
@@ -179,6 +181,7 @@ func settings() []setting {
 func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.ConfigFile, "config", r.ConfigFile, "Path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
 	fs.BoolVar(&r.Cleanup, "cleanup", r.Cleanup, "Remove the rules this proxy programmed (iptables, IPVS, userspace) and exit.")
+	fs.BoolVar(&r.CleanupAfterRollback, "cleanup-after-rollback", r.CleanupAfterRollback, "After kube-proxy's nftables mode took the node over from switchyard's: remove the chains and sets switchyard left in kube-proxy's table (no hook reaches them any more), nothing of kube-proxy's, and exit.")
 	fs.Var(cliflag.NewMapStringBool(&r.FeatureGates), "feature-gates", featureGatesHelp())
 	fs.StringVar(&r.BindAddress, "bind-address", r.BindAddress, "Overrides switchyard's idea of what its node's primary IP is (its family becomes the primary family). As in kube-proxy, the name is a historical artifact: no socket is bound to this IP.")
 	fs.BoolVar(&r.BindAddressHardFail, "bind-address-hard-fail", r.BindAddressHardFail, "If true, a failure to serve the healthz or metrics port is fatal; otherwise it is logged and retried every 5s.")

@@ -29,6 +29,9 @@ type Options struct {
 	ConfigFile string
 	// Cleanup asks the daemon to remove its kernel state and exit.
 	Cleanup bool
+	// CleanupAfterRollback asks it to remove, from a kube-proxy nftables
+	// table kube-proxy adopted, what only switchyard wrote, and exit.
+	CleanupAfterRollback bool
 	// InitOnly asks the daemon to make the node settings that need full
 	// privileges (setupNode) and exit.
 	InitOnly bool

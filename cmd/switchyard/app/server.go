@@ -31,6 +31,9 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Cleanup {
 		return cleanupAll(ctx, o)
 	}
+	if o.CleanupAfterRollback {
+		return cleanupAfterRollback(ctx, o)
+	}
 	if o.InitOnly {
 		return initOnly(o)
 	}

@@ -38,6 +38,7 @@ func (r *rawConfig) options() (*Options, error) {
 	o := &Options{
 		ConfigFile:                r.ConfigFile,
 		Cleanup:                   r.Cleanup,
+		CleanupAfterRollback:      r.CleanupAfterRollback,
 		InitOnly:                  r.InitOnly,
 		Mode:                      v.mode(),
 		Kubeconfig:                r.Kubeconfig,
