@@ -13,7 +13,9 @@
 # BENCH_USERSPACE (1; 0 skips the userspace vs iptables connection
 # harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000),
 # BENCH_TAKEOVER (1; 0 skips the takeover at scale), BENCH_TAKEOVER_SERVICES
-# (10000).
+# (10000), BENCH_SCALE (1; 0 skips the side-by-side scale runs),
+# BENCH_SCALE_SIZES ("10000x10 5000x50"), BENCH_SCALE_PROXIES,
+# BENCH_SCALE_CHANGES (20).
 # The end-to-end suite of issue 16 (real proxier, the daemon's default
 # flags; its rows go into the iptables harness's table after the first-sync
 # rows): BENCH_E2E (1; 0 skips it), BENCH_E2E_BACKENDS ("iptables-nft
@@ -85,8 +87,26 @@ if [ "${BENCH_TAKEOVER:-1}" != 0 ]; then
   SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_TAKEOVER_SERVICES="${BENCH_TAKEOVER_SERVICES:-10000}" \
     SWITCHYARD_TAKEOVER_ENDPOINTS="${BENCH_ENDPOINTS:-10}" \
     $GO test -tags e2e -count=1 -p 1 -timeout 60m -v \
-    -run 'TestTakeover/(kube-proxy-nftables-to-switchyard-nftables|kube-proxy-iptables-to-kube-proxy-nftables)$' ./e2e/ |
+    -run 'TestTakeover/(kube-proxy-nftables-to-switchyard-nftables|kube-proxy-iptables-to-kube-proxy-nftables|switchyard-nftables-to-kube-proxy-nftables)$' ./e2e/ |
     grep -E 'takeover_test.go|takeover_scale_test.go|^(---|ok|FAIL)' || true
+fi
+# Scale side by side (e2e TestScale, a real apiserver): for each
+# BENCH_SCALE_SIZES entry ("10000x10 5000x50"), the proxies of
+# BENCH_SCALE_PROXIES ("switchyard:nftables kube-proxy:nftables
+# switchyard:iptables") in turn over the same services: first sync, change
+# latencies (BENCH_SCALE_CHANGES, 20), peak and settled RSS.
+# BENCH_SCALE=0 skips it.
+if [ "${BENCH_SCALE:-1}" != 0 ]; then
+  $GO build -o "$tmp/switchyard" ./cmd/switchyard
+  hack/build-tools.sh >/dev/null
+  for size in ${BENCH_SCALE_SIZES:-10000x10 5000x50}; do
+    echo "bench: scale $size" >&2
+    SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_SCALE_SERVICES="${size%x*}" SWITCHYARD_SCALE_ENDPOINTS="${size#*x}" \
+      SWITCHYARD_SCALE_CHANGES="${BENCH_SCALE_CHANGES:-20}" \
+      SWITCHYARD_SCALE_PROXIES="${BENCH_SCALE_PROXIES:-switchyard:nftables kube-proxy:nftables switchyard:iptables}" \
+      $GO test -tags e2e -count=1 -p 1 -timeout 90m -v -run '^TestScale$' ./e2e/ |
+      grep -E 'scale_test.go|^ *[|]|^ *[0-9]+ services|^(---|ok|FAIL)' || true
+  done
 fi
 # Userspace mode: short TCP connections through a userspace ClusterIP vs an
 # iptables-mode ClusterIP on the same node namespace (conn/s, p50, p99).

@@ -79,10 +79,15 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	}
 	tx.AddTable()
 	d.write(tx, existing)
+	w, orders := f.record(st, d)
+	// From here the transaction alone holds the render, and the conn
+	// drops each part once it has encoded it.
+	d = nil
+	tx.SetDisposable()
 	if err := conn.Run(ctx, tx); err != nil {
 		return syncResult{full: true}, err
 	}
-	f.commitFull(st, d)
+	f.w, f.orders, f.needFull = w, orders, false
 	f.closeHandover(ctx, conn)
 	rules, added, deleted := tx.Counts()
 	return syncResult{full: true, rules: rules, added: added, deleted: deleted}, nil
@@ -170,8 +175,8 @@ func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
 	}
 }
 
-// commitFull records what a full sync wrote.
-func (f *familySync) commitFull(st *proxier.State, d *desiredTable) {
+// record describes what a full sync writes, to keep once it committed.
+func (f *familySync) record(st *proxier.State, d *desiredTable) (*written, map[groupKey][]netip.AddrPort) {
 	w := newWritten()
 	w.prev, w.hairpin = st, d.hairpin
 	for _, s := range d.sets {
@@ -183,5 +188,5 @@ func (f *familySync) commitFull(st *proxier.State, d *desiredTable) {
 	for _, c := range d.chains {
 		w.rules[c.Name] = len(c.Rules)
 	}
-	f.w, f.orders, f.needFull = w, d.orders, false
+	return w, d.orders
 }

@@ -65,6 +65,7 @@ func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 			n.conn = nil
 			return fmt.Errorf("operation %d (%s): %w", i, tx.Ops[i].String(), err)
 		}
+		tx.Release(i) // a disposable rewrite is held once: encoded, not rendered
 	}
 	if err := c.Flush(); err != nil {
 		// Answers of a rejected batch may still be queued: start the

@@ -63,6 +63,40 @@ type Transaction struct {
 	Family Family
 	Table  string
 	Ops    []Op
+	// disposable: nothing reads the operations' payloads after the
+	// commit, so a committer may Release each once it has encoded it.
+	disposable bool
+	// released tallies the elements Release dropped, for Counts.
+	released struct{ added, deleted int }
+}
+
+// SetDisposable marks a transaction nothing reads after its commit but
+// Counts: a committer may then drop each operation's payload (rules,
+// chains, sets, elements) once it has encoded it, so that a whole-table
+// rewrite is not held twice, rendered and encoded, at its peak.
+func (t *Transaction) SetDisposable() { t.disposable = true }
+
+// Disposable tells whether Release is allowed.
+func (t *Transaction) Disposable() bool { return t.disposable }
+
+// Release drops operation i's payload (a rule's expressions, elements),
+// keeping its kind, its name and its share of Counts. It does nothing
+// unless the transaction is disposable.
+func (t *Transaction) Release(i int) {
+	if !t.disposable {
+		return
+	}
+	o := &t.Ops[i]
+	switch o.Kind {
+	case OpAddRule:
+		o.Rule = Rule{}
+	case OpAddElements:
+		t.released.added += len(o.Elements)
+		o.Elements = nil
+	case OpDeleteElements:
+		t.released.deleted += len(o.Elements)
+		o.Elements = nil
+	}
 }
 
 // NewTransaction starts a transaction on table of family.
@@ -130,6 +164,7 @@ func (t *Transaction) DeleteElements(set *Set, els []Element) {
 
 // Counts tallies the operations by kind, and elements added and deleted.
 func (t *Transaction) Counts() (rules, elementsAdded, elementsDeleted int) {
+	elementsAdded, elementsDeleted = t.released.added, t.released.deleted
 	for i := range t.Ops {
 		switch o := &t.Ops[i]; o.Kind {
 		case OpAddRule:

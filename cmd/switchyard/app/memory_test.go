@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"runtime/debug"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -38,5 +40,37 @@ func TestMemoryReleaserTracksPeak(t *testing.T) {
 		if r.peak != s.wantPeak {
 			t.Errorf("step %d (%d services): peak %d, want %d", i, s.services, r.peak, s.wantPeak)
 		}
+	}
+}
+
+// gcProbe records the GC percent in force while it syncs.
+type gcProbe struct{ seen []int }
+
+func (*gcProbe) Name() string                  { return "probe" }
+func (*gcProbe) Cleanup(context.Context) error { return nil }
+func (p *gcProbe) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier.SyncResult, error) {
+	cur := debug.SetGCPercent(100)
+	debug.SetGCPercent(cur)
+	p.seen = append(p.seen, cur)
+	return proxier.SyncResult{}, nil
+}
+
+// A full sync (and the first) runs at half the GC percent; a partial one
+// at the process's own, which is restored afterwards.
+func TestFullSyncGCHalvesGOGC(t *testing.T) {
+	prev := debug.SetGCPercent(80)
+	defer debug.SetGCPercent(prev)
+	p := &gcProbe{}
+	b := &fullSyncGC{Backend: p}
+	for _, full := range []bool{false, false, true} {
+		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []int{40, 80, 40}; !slices.Equal(p.seen, want) {
+		t.Errorf("GC percent during syncs (first, partial, full) = %v, want %v", p.seen, want)
+	}
+	if cur := debug.SetGCPercent(80); cur != 80 {
+		t.Errorf("GC percent after the syncs = %d, want 80 restored", cur)
 	}
 }

@@ -1,0 +1,228 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// Knobs of TestScale; it is skipped unless SWITCHYARD_SCALE_SERVICES is set
+// (creating 10k services takes 3-5 minutes here, so it is not part of
+// `make test`; `make bench` runs it).
+const (
+	scaleServicesEnv  = "SWITCHYARD_SCALE_SERVICES"
+	scaleEndpointsEnv = "SWITCHYARD_SCALE_ENDPOINTS"
+	scaleChangesEnv   = "SWITCHYARD_SCALE_CHANGES"
+	// "switchyard:nftables kube-proxy:nftables" by default; a switchyard
+	// entry may name another binary: "switchyard@/path/to/bin:nftables".
+	scaleProxiesEnv = "SWITCHYARD_SCALE_PROXIES"
+)
+
+// scaleResult is one proxy's row.
+type scaleResult struct {
+	name                     string
+	firstSync                time.Duration
+	peak, afterSync, settled int64
+	answered                 int
+	changes, news            []time.Duration
+}
+
+// TestScale holds N services × E endpoints in the real apiserver, then runs
+// each proxy in turn over them on the same node, from an empty kernel: the
+// real binary with the e2e flags, measured from its start to its first
+// sync's last_timestamp; peak memory (VmHWM), RSS right after the first
+// sync and 30 s later; how many services the kernel holds (elements of
+// service-ips, or KUBE-SVC- chains); then one-endpoint changes and new
+// services, each from the API write to the sync's last_timestamp.
+func TestScale(t *testing.T) {
+	n := envInt(t, scaleServicesEnv, 0)
+	if n == 0 {
+		t.Skipf("set %s (and %s, %s, %s) to run", scaleServicesEnv, scaleEndpointsEnv, scaleChangesEnv, scaleProxiesEnv)
+	}
+	eps, changes := envInt(t, scaleEndpointsEnv, 10), envInt(t, scaleChangesEnv, 20)
+	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 1})
+	createBackground(t, env, n, eps)
+	proxies := strings.Fields(os.Getenv(scaleProxiesEnv))
+	if len(proxies) == 0 {
+		proxies = []string{"switchyard:nftables", "kube-proxy:nftables"}
+	}
+	cs := burstClient(t)
+	var rows []scaleResult
+	for _, p := range proxies {
+		r := runScale(t, env, cs, p, n+len(rows)*changes, eps, changes)
+		rows = append(rows, r)
+		reportScale(t, n, eps, rows)
+	}
+}
+
+// runScale measures one proxy; its new services are numbered from newBase.
+func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy string, newBase, eps, changes int) scaleResult {
+	t.Helper()
+	who, mode, _ := strings.Cut(proxy, ":")
+	r := scaleResult{name: proxy}
+	flushKernel(t, env)
+	start := time.Now()
+	var d *framework.Daemon
+	switch {
+	case who == "kube-proxy":
+		d = env.StartKubeProxy(t, "--proxy-mode="+mode)
+	case strings.HasPrefix(who, "switchyard@"):
+		d = framework.StartDaemonIn(t, strings.TrimPrefix(who, "switchyard@"), env.Topo.NodeNS,
+			append(framework.DefaultDaemonArgs(suite.DaemonKubeconfig, env.Topo.NodeName), "--proxy-mode="+mode)...)
+	default:
+		d = env.StartDaemon(t, "--proxy-mode="+mode)
+	}
+	defer func() { _ = d.Stop() }()
+	ts, ok := waitTimestamp(t, d, 0, 10*time.Minute)
+	if !ok {
+		t.Errorf("%s: no first sync in 10 min\n%s", proxy, d.LogTail(20))
+		return r
+	}
+	r.firstSync = time.Unix(0, int64(ts*1e9)).Sub(start)
+	r.afterSync = memField(t, d.PID(), "VmRSS:")
+	r.answered = kernelServices(t, env, mode)
+	if r.answered < newBase {
+		t.Errorf("%s: the kernel holds %d services, want at least %d", proxy, r.answered, newBase)
+	}
+	// The sync after a full one is paced by its cost (docs/sync-pacing.md);
+	// measure changes once that is past, as in a running cluster.
+	time.Sleep(5 * time.Second)
+	for i := range changes {
+		if lat, ok := scaleChange(t, cs, env, d, i, newBase); ok {
+			r.changes = append(r.changes, lat)
+		}
+		if lat, ok := scaleNewService(t, cs, env, d, newBase+i, eps); ok {
+			r.news = append(r.news, lat)
+		}
+	}
+	time.Sleep(30 * time.Second)
+	r.settled = memField(t, d.PID(), "VmRSS:")
+	r.peak = memField(t, d.PID(), "VmHWM:")
+	return r
+}
+
+// flushKernel leaves the node namespace without any proxy's rules.
+func flushKernel(t *testing.T, env *framework.Env) {
+	t.Helper()
+	for _, cmd := range [][]string{{"nft", "flush", "ruleset"}, {"iptables-nft", "-t", "nat", "-F"}, {"iptables-nft", "-t", "filter", "-F"}} {
+		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, cmd...)
+	}
+}
+
+// waitTimestamp waits for kubeproxy_sync_proxy_rules_last_timestamp_seconds
+// to pass after, and returns it.
+func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout time.Duration) (float64, bool) {
+	var v float64
+	err := framework.WaitFor(timeout, func() (bool, error) {
+		var err error
+		v, err = d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil)
+		return err == nil && v > after, nil
+	})
+	return v, err == nil
+}
+
+// scaleChange replaces endpoint 0 of background service i by an address
+// unique to gen and returns the time from the write to the end of the sync
+// that follows it.
+func scaleChange(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, gen int) (time.Duration, bool) {
+	slices := cs.DiscoveryV1().EndpointSlices(env.Namespace)
+	s, err := slices.Get(t.Context(), fmt.Sprintf("bg-%05d-1", i), metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("get slice: %v", err)
+		return 0, false
+	}
+	s.Endpoints[0].Addresses = []string{fmt.Sprintf("10.251.%d.%d", gen%250, i%250+1)}
+	return timedWrite(t, d, func() error {
+		_, err := slices.Update(t.Context(), s, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// scaleNewService creates background service i with its slice.
+func scaleNewService(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, eps int) (time.Duration, bool) {
+	return timedWrite(t, d, func() error { return createBackgroundService(t.Context(), cs, env, i, eps) })
+}
+
+// timedWrite runs write, then waits for a sync that ends after it began.
+func timedWrite(t *testing.T, d *framework.Daemon, write func() error) (time.Duration, bool) {
+	time.Sleep(200 * time.Millisecond) // let the previous sync's pacing pass
+	start := time.Now()
+	if err := write(); err != nil {
+		t.Errorf("API write: %v", err)
+		return 0, false
+	}
+	ts, ok := waitTimestamp(t, d, float64(start.UnixNano())/1e9, 10*time.Second)
+	if !ok {
+		t.Errorf("no sync within 10 s of an API write")
+		return 0, false
+	}
+	return time.Unix(0, int64(ts*1e9)).Sub(start), true
+}
+
+// kernelServices counts the service ports the kernel holds for a mode.
+func kernelServices(t *testing.T, env *framework.Env, mode string) int {
+	if mode == "nftables" {
+		out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
+		if err != nil {
+			t.Errorf("nft list map: %v", err)
+		}
+		return strings.Count(out, "goto ")
+	}
+	out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-nft-save", "-t", "nat")
+	if err != nil {
+		t.Errorf("iptables-save: %v", err)
+	}
+	return strings.Count(out, "\n:KUBE-SVC-")
+}
+
+// memField reads one "kB" field of /proc/PID/status, in bytes.
+func memField(t *testing.T, pid int, name string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Errorf("%v", err)
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func reportScale(t *testing.T, n, eps int, rows []scaleResult) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d services × %d endpoints\n| proxy | first sync | one-endpoint change p50 / p99 | new service p50 | VmHWM | RSS after sync / +30 s | services in the kernel |\n|---|---|---|---|---|---|---|\n", n, eps)
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.1f MB | %.1f / %.1f MB | %d |\n", r.name, secs(r.firstSync),
+			percentile(r.changes, 50), percentile(r.changes, 99), percentile(r.news, 50), mb(r.peak), mb(r.afterSync), mb(r.settled), r.answered)
+	}
+	t.Log(b.String())
+}
+
+func percentile(ds []time.Duration, p int) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(i, len(s))-1)].Round(time.Millisecond).String()
+}
+
+func mb(b int64) float64 { return float64(b) / 1e6 }
