@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +89,7 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 		return r
 	}
 	r.firstSync = time.Unix(0, int64(ts*1e9)).Sub(start)
-	r.afterSync = memField(t, d.PID(), "VmRSS:")
+	r.afterSync = memory(t, d.PID()).RSS
 	r.answered = kernelServices(t, env, mode)
 	if r.answered < newBase {
 		t.Errorf("%s: the kernel holds %d services, want at least %d", proxy, r.answered, newBase)
@@ -108,8 +106,8 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 		}
 	}
 	time.Sleep(30 * time.Second)
-	r.settled = memField(t, d.PID(), "VmRSS:")
-	r.peak = memField(t, d.PID(), "VmHWM:")
+	m := memory(t, d.PID())
+	r.settled, r.peak = m.RSS, m.Peak
 	return r
 }
 
@@ -127,7 +125,9 @@ func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout tim
 	var v float64
 	err := framework.WaitFor(timeout, func() (bool, error) {
 		var err error
-		v, err = d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil)
+		// One family: kube-proxy exports a sample per family and sums
+		// would mean nothing.
+		v, err = d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": "IPv4"})
 		return err == nil && v > after, nil
 	})
 	return v, err == nil
@@ -187,22 +187,13 @@ func kernelServices(t *testing.T, env *framework.Env, mode string) int {
 	return strings.Count(out, "\n:KUBE-SVC-")
 }
 
-// memField reads one "kB" field of /proc/PID/status, in bytes.
-func memField(t *testing.T, pid int, name string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// memory reads a process's RSS and VmHWM.
+func memory(t *testing.T, pid int) framework.Memory {
+	m, err := framework.ReadMemory(pid)
 	if err != nil {
-		t.Errorf("%v", err)
-		return 0
+		t.Error(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
+	return m
 }
 
 func reportScale(t *testing.T, n, eps int, rows []scaleResult) {

@@ -28,9 +28,10 @@ func (p *Process) Kill() error {
 
 // Memory is a process's resident memory from /proc/PID/status: VmRSS and
 // its split into anonymous pages (the process's own data) and file pages
-// (its binary and libraries, shared and reclaimable).
+// (its binary and libraries, shared and reclaimable), and the most it ever
+// held (VmHWM).
 type Memory struct {
-	RSS, Anon, File int64
+	RSS, Anon, File, Peak int64
 }
 
 // ReadMemory reads pid's Memory.
@@ -41,7 +42,7 @@ func ReadMemory(pid int) (Memory, error) {
 	}
 	defer f.Close()
 	var m Memory
-	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File, "VmHWM:": &m.Peak}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, v, _ := strings.Cut(sc.Text(), "\t")
@@ -57,7 +58,7 @@ func ReadMemory(pid int) (Memory, error) {
 		delete(fields, name)
 	}
 	if len(fields) > 0 {
-		return Memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile", pid, len(fields))
+		return Memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile, VmHWM", pid, len(fields))
 	}
 	return m, sc.Err()
 }
