@@ -22,7 +22,7 @@ func (p *Proxier) onService(old, cur *serviceInfo) {
 		p.metrics.ServiceChangesTotal.Inc()
 	}
 	if p.snap.Services.update(old, cur) {
-		p.queued()
+		p.queued(false)
 	} else {
 		p.updatePendingMetrics()
 	}
@@ -40,7 +40,7 @@ func (p *Proxier) onSlice(s *sliceInfo, removed bool) {
 		p.metrics.EndpointChangesTotal.Inc()
 	}
 	if p.snap.Endpoints.update(s, removed) {
-		p.queued()
+		p.queued(true)
 	} else {
 		p.updatePendingMetrics()
 	}
@@ -80,7 +80,7 @@ func (p *Proxier) OnNodeUpdate(n *v1.Node) {
 		p.health.SyncNode(n)
 	}
 	if p.snap.UpdateNode(n) {
-		p.queued()
+		p.queued(false)
 	}
 }
 

@@ -114,8 +114,10 @@ func (p *Proxier) recordInvalid(kind, reason string) {
 	}
 }
 
-// queued is called after every tracker update that left a change pending.
-func (p *Proxier) queued() {
+// queued is called after every tracker update that left a change pending;
+// endpoints tells an EndpointSlice change, which syncs without the holdoff
+// (no companion follows it; it is the companion a new Service waits for).
+func (p *Proxier) queued(endpoints bool) {
 	if p.health != nil {
 		p.health.QueuedUpdate()
 	}
@@ -125,7 +127,11 @@ func (p *Proxier) queued() {
 		}
 	}
 	p.updatePendingMetrics()
-	p.runner.Run()
+	if endpoints {
+		p.runner.RunNow()
+	} else {
+		p.runner.Run()
+	}
 }
 
 func (p *Proxier) updatePendingMetrics() {

@@ -139,6 +139,8 @@ type SyncRunner struct {
 	clock    clock.Clock
 	budget   syncBudget
 	requests chan struct{}
+	// urgent carries RunNow's requests: no holdoff for them.
+	urgent chan struct{}
 }
 
 // NewSyncRunner returns a runner; call Loop to start it.
@@ -150,6 +152,7 @@ func NewSyncRunner(fn SyncFunc, cfg SyncRunnerConfig) *SyncRunner {
 		clock:    cfg.Clock,
 		budget:   newSyncBudget(cfg.BusyShare, cfg.BudgetWindow, cfg.MaxWait),
 		requests: make(chan struct{}, 1),
+		urgent:   make(chan struct{}, 1),
 	}
 }
 
@@ -158,6 +161,28 @@ func (r *SyncRunner) Run() {
 	select {
 	case r.requests <- struct{}{}:
 	default:
+	}
+}
+
+// RunNow is Run for a change no companion follows: an EndpointSlice (the
+// holdoff exists so that a new Service's slice, written right after it,
+// joins its sync). It syncs without the holdoff, and ends one under way;
+// the pacing by cost still applies. It never blocks.
+func (r *SyncRunner) RunNow() {
+	select {
+	case r.urgent <- struct{}{}:
+	default:
+	}
+	r.Run()
+}
+
+// takeUrgent consumes a pending RunNow.
+func (r *SyncRunner) takeUrgent() bool {
+	select {
+	case <-r.urgent:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -185,14 +210,15 @@ func (r *SyncRunner) Loop(ctx context.Context) {
 		if !ok {
 			return
 		}
-		holdoff := byChange && !s.pending
-		if !r.waitUntil(ctx, r.startAt(&s, holdoff)) {
+		holdoff := byChange && !s.pending && !r.takeUrgent()
+		if !r.wait(ctx, &s, holdoff) {
 			return
 		}
 		select { // coalesce a request that arrived while waiting
 		case <-r.requests:
 		default:
 		}
+		r.takeUrgent()
 		err := r.syncOnce(ctx, &s, req)
 		resetTimer(periodic, r.cfg.MaxInterval)
 		s.pending = len(r.requests) > 0
@@ -242,16 +268,25 @@ func (r *SyncRunner) afterSync(s *loopState, err error) {
 // startAt is the earliest time the next sync may start: when the budget
 // allows it, not before MinInterval after the last start, and, for the
 // first change after an idle spell, Holdoff from now.
-func (r *SyncRunner) startAt(s *loopState, holdoff bool) time.Time {
-	now := r.clock.Now()
-	at := r.budget.readyAt(now)
+func (r *SyncRunner) startAt(s *loopState) time.Time {
+	at := r.budget.readyAt(r.clock.Now())
 	if !s.lastStart.IsZero() {
 		at = later(at, s.lastStart.Add(r.cfg.MinInterval))
 	}
-	if holdoff {
-		at = later(at, now.Add(r.cfg.Holdoff))
-	}
 	return at
+}
+
+// wait blocks until the next sync may start: the pacing, and with
+// holdoff the Holdoff where it ends later, a part a RunNow cuts short. It
+// returns false if ctx ended first.
+func (r *SyncRunner) wait(ctx context.Context, s *loopState, holdoff bool) bool {
+	at := r.startAt(s)
+	if hold := r.clock.Now().Add(r.cfg.Holdoff); holdoff && hold.After(at) {
+		if !r.waitUntil(ctx, hold, r.urgent) {
+			return false
+		}
+	}
+	return r.waitUntil(ctx, at, nil)
 }
 
 func later(a, b time.Time) time.Time {
@@ -261,9 +296,9 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// waitUntil blocks until the clock reaches t. It returns false if ctx
-// ended first.
-func (r *SyncRunner) waitUntil(ctx context.Context, t time.Time) bool {
+// waitUntil blocks until the clock reaches t or interrupt delivers (a
+// nil interrupt never does). It returns false if ctx ended first.
+func (r *SyncRunner) waitUntil(ctx context.Context, t time.Time, interrupt <-chan struct{}) bool {
 	wait := t.Sub(r.clock.Now())
 	if wait <= 0 {
 		return true
@@ -273,6 +308,8 @@ func (r *SyncRunner) waitUntil(ctx context.Context, t time.Time) bool {
 	case <-ctx.Done():
 		return false
 	case <-r.clock.After(wait):
+		return true
+	case <-interrupt:
 		return true
 	}
 }

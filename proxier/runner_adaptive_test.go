@@ -48,6 +48,24 @@ func TestSyncRunnerQuietChangeSyncsAfterHoldoff(t *testing.T) {
 	h.expectNoSync()
 }
 
+// An EndpointSlice change (RunNow) after a quiet spell syncs at once; one
+// arriving during a Service's holdoff ends it, and both go in one sync.
+func TestSyncRunnerRunNowSkipsAndEndsHoldoff(t *testing.T) {
+	h := startRunnerWith(t, SyncRunnerConfig{Holdoff: holdoff})
+	h.syncCosting(SyncRequest{Full: true}, 0, false)
+	h.clk.Step(10 * time.Second)
+	h.r.RunNow()
+	h.syncCosting(SyncRequest{}, 0, false) // no holdoff: the clock did not move
+	h.clk.Step(10 * time.Second)
+	h.r.Run() // a Service
+	h.expectEvent("after " + holdoff.String())
+	h.expectNoSync()
+	h.r.RunNow() // its slice, 1 ms later on a real apiserver
+	h.syncCosting(SyncRequest{}, 0, false)
+	h.expectNoEvent()
+	h.expectNoSync()
+}
+
 // Changes arriving while a sync runs are applied by the next sync, which
 // starts as soon as the first ends when syncs are cheap: no Holdoff and
 // no pacing wait.
