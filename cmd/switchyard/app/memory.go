@@ -29,28 +29,24 @@ func (r *memoryReleaser) PostSync(_ context.Context, st *proxier.State, diff *pr
 }
 
 // fullSyncGC halves the garbage collector's growth target (GOGC, 100 by
-// default) while a full sync runs: that sync's transient (the rendered
-// table, then its netlink or iptables-restore encoding) is collected twice
-// as often, which lowers the process's peak, and the steady state keeps
-// the runtime's default. Measured in nftables mode at 10k services × 10
-// endpoints (hack/bench/nftables, one run each): VmHWM 356 MB → 288 MB at
-// the same sync time (2.64 / 2.66 s); a quarter (GOGC 25) gave 271 MB for
-// 0.7 s more, so half it is.
-type fullSyncGC struct {
-	proxier.Backend
-	synced bool
-}
+// default) while a full sync runs (the first one is full too): that sync's
+// transient (the rendered table, then its netlink or iptables-restore
+// encoding) is collected twice as often, which lowers the process's peak,
+// and the steady state keeps the runtime's default. Measured in nftables
+// mode at 10k services × 10 endpoints with GOGC=50 for the whole process
+// (hack/bench/nftables, one run each): VmHWM 356 → 288 MB at the same sync
+// time (2.64 / 2.66 s); GOGC=25 gave 271 MB for 0.7 s more, so half it is.
+// This wrapper together with the held-once render: e2e TestScale, VmHWM
+// 325-336 → 224-227 MB (docs/performance.md).
+type fullSyncGC struct{ proxier.Backend }
 
-func (b *fullSyncGC) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
-	if diff.Full || !b.synced {
-		if prev := debug.SetGCPercent(50); prev > 0 {
+func (b fullSyncGC) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
+	if diff.Full {
+		prev := debug.SetGCPercent(50)
+		if prev > 0 {
 			debug.SetGCPercent(max(prev/2, 10))
-			defer debug.SetGCPercent(prev)
-		} else {
-			debug.SetGCPercent(prev) // GOGC=off stays off
 		}
+		defer debug.SetGCPercent(prev) // GOGC=off (-1) stays off
 	}
-	res, err := b.Backend.Sync(ctx, st, diff)
-	b.synced = b.synced || err == nil
-	return res, err
+	return b.Backend.Sync(ctx, st, diff)
 }

@@ -55,20 +55,20 @@ func (p *gcProbe) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier.
 	return proxier.SyncResult{}, nil
 }
 
-// A full sync (and the first) runs at half the GC percent; a partial one
-// at the process's own, which is restored afterwards.
+// A full sync runs at half the GC percent; a partial one at the process's
+// own, which is restored afterwards.
 func TestFullSyncGCHalvesGOGC(t *testing.T) {
 	prev := debug.SetGCPercent(80)
 	defer debug.SetGCPercent(prev)
 	p := &gcProbe{}
-	b := &fullSyncGC{Backend: p}
-	for _, full := range []bool{false, false, true} {
+	b := fullSyncGC{Backend: p}
+	for _, full := range []bool{true, false, true} {
 		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if want := []int{40, 80, 40}; !slices.Equal(p.seen, want) {
-		t.Errorf("GC percent during syncs (first, partial, full) = %v, want %v", p.seen, want)
+		t.Errorf("GC percent during syncs (full, partial, full) = %v, want %v", p.seen, want)
 	}
 	if cur := debug.SetGCPercent(80); cur != 80 {
 		t.Errorf("GC percent after the syncs = %d, want 80 restored", cur)
