@@ -48,22 +48,13 @@ type syncResult struct {
 // first, then rules, then elements: a rule that binds a map walks its
 // elements, so binding empty maps keeps the load linear.
 func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (syncResult, error) {
-	existing, _, err := conn.ListObjects(ctx, f.fc.nft, TableName)
+	existing, exists, err := conn.ListObjects(ctx, f.fc.nft, TableName)
 	if err != nil {
 		return syncResult{}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, TableName, err)
 	}
-	ids := f.ids
-	keep := map[groupKey]bool{}
-	for _, name := range sortedNames(st.Services) {
-		for _, k := range groupsOf(st.Services[name]) {
-			ids.ensure(k)
-			keep[k] = true
-		}
-	}
-	for k := range ids.ids {
-		if !keep[k] {
-			ids.release(k)
-		}
+	f.allocateGroups(st)
+	if !existing.Foreign && !holdsForeignObjects(existing) && notLive(f.fc, existing) {
+		return f.fullChunked(ctx, conn, st, exists)
 	}
 	d := f.renderAll(st)
 	foreign := existing.Foreign || holdsForeignObjects(existing)
@@ -91,6 +82,24 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	f.closeHandover(ctx, conn)
 	rules, added, deleted := tx.Counts()
 	return syncResult{full: true, rules: rules, added: added, deleted: deleted}, nil
+}
+
+// allocateGroups gives every endpoint group of the state an identifier,
+// in service order, and frees those of groups gone.
+func (f *familySync) allocateGroups(st *proxier.State) {
+	ids := f.ids
+	keep := map[groupKey]bool{}
+	for _, name := range sortedNames(st.Services) {
+		for _, k := range groupsOf(st.Services[name]) {
+			ids.ensure(k)
+			keep[k] = true
+		}
+	}
+	for k := range ids.ids {
+		if !keep[k] {
+			ids.release(k)
+		}
+	}
 }
 
 // desiredTable is a whole render of one family.
@@ -179,14 +188,25 @@ func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
 func (f *familySync) record(st *proxier.State, d *desiredTable) (*written, map[groupKey][]netip.AddrPort) {
 	w := newWritten()
 	w.prev, w.hairpin = st, d.hairpin
+	w.add(d)
+	return w, d.orders
+}
+
+// add counts what a render (or a chunk of one) writes: its sets, the
+// elements it adds to every set, the rules of its chains.
+func (w *written) add(d *desiredTable) {
 	for _, s := range d.sets {
 		w.sets[s.Name] = s
 		if !s.Dynamic {
-			w.counts[s.Name] = len(d.elements[s.Name])
+			w.counts[s.Name] += 0
+		}
+	}
+	for name, els := range d.elements {
+		if s := w.sets[name]; s != nil && !s.Dynamic {
+			w.counts[name] += len(els)
 		}
 	}
 	for _, c := range d.chains {
 		w.rules[c.Name] = len(c.Rules)
 	}
-	return w, d.orders
 }

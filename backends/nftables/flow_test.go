@@ -16,11 +16,17 @@ import (
 
 func flowBackend(t *testing.T, fake *nfttest.Fake, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
+	return dualStackBackend(t, fake, node)
+}
+
+// dualStackBackend is the flow fixture's backend over any conn.
+func dualStackBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig) *nftables.Backend {
+	t.Helper()
 	b, err := nftables.New(nftables.Config{
 		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
 		LocalDetector: node.LocalDetector,
 		MasqueradeAll: node.MasqueradeAll,
-		Conn:          fake,
+		Conn:          conn,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,9 +43,22 @@ func kernelBackend(t *testing.T, node flowtest.NodeConfig) *nftables.Backend {
 
 // TestKernelFixtureMatchesFake writes the flow fixture into a real kernel
 // and into the fake, then compares what the kernel holds (rules per
-// chain, elements per set) with the fake, and has nft read it back.
+// chain, elements per set) with the fake, and has nft read it back: the
+// first sync in one transaction, and cut into one per service port.
 func TestKernelFixtureMatchesFake(t *testing.T) {
 	kerneltest.Require(t)
+	for _, tc := range []struct {
+		name  string
+		chunk int
+	}{{"one transaction", 1 << 20}, {"a transaction per port", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer nftables.SetChunkObjects(tc.chunk)()
+			kernelFixtureMatchesFake(t)
+		})
+	}
+}
+
+func kernelFixtureMatchesFake(t *testing.T) {
 	ns := kerneltest.NewNetns(t, "nftfix")
 	state, node := flowtest.Fixture()
 	kernelSync(t, ns, kernelBackend(t, node), state, fullDiff())

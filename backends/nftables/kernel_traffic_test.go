@@ -95,9 +95,11 @@ func timedSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State, 
 
 // TestKernelTraffic syncs into a node namespace through netlink and sends
 // real TCP and UDP traffic from an outside client namespace and from pod
-// namespaces to echo servers in three pods.
+// namespaces to echo servers in three pods. The first sync is cut into
+// transactions of a few objects, as a big cluster's is.
 func TestKernelTraffic(t *testing.T) {
 	kerneltest.Require(t)
+	defer nftables.SetChunkObjects(4)()
 	tp := newTrafficTopo(t, 3)
 	b, err := nftables.New(nftables.Config{LocalDetector: proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")), Conn: nftables.NewNetlinkConn()})
 	if err != nil {

@@ -1,0 +1,137 @@
+package nftables_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
+)
+
+var families = []ruleset.Family{ruleset.IPv4, ruleset.IPv6}
+
+// oneTransactionDump is what a first sync of the state writes when the
+// whole table fits one transaction.
+func oneTransactionDump(t *testing.T, state *proxier.State, node flowtest.NodeConfig) map[ruleset.Family]string {
+	t.Helper()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	if n := len(fake.Transactions); n != len(families) {
+		t.Fatalf("first sync of the fixture took %d transactions, want one per family", n)
+	}
+	out := map[ruleset.Family]string{}
+	for _, fam := range families {
+		out[fam] = fake.Dump(fam, nftables.TableName)
+	}
+	return out
+}
+
+// hooked counts the chains a transaction adds that a hook enters by.
+func hooked(tx *ruleset.Transaction) int {
+	n := 0
+	for _, op := range tx.Ops {
+		if op.Kind == ruleset.OpAddChain && op.Chain.Hook != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChunkedFirstSync: a first sync into no table, cut into a transaction
+// per service port, writes the same table as one transaction, and only its
+// last transaction of each family makes it reachable (adds hooked chains).
+func TestChunkedFirstSync(t *testing.T) {
+	state, node := flowtest.Fixture()
+	want := oneTransactionDump(t, state, node)
+	defer nftables.SetChunkObjects(1)()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	for _, fam := range families {
+		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
+			t.Errorf("%s: chunked first sync wrote another table:\n%s\nwant:\n%s", fam, got, want[fam])
+		}
+	}
+	checkHookedLast(t, fake.Transactions)
+	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+}
+
+// checkHookedLast: every family's sync took several transactions (the
+// IPv4 one, with most ports, more than three), and only the last added
+// hooked chains.
+func checkHookedLast(t *testing.T, txs []*ruleset.Transaction) {
+	t.Helper()
+	byFamily := map[ruleset.Family][]*ruleset.Transaction{}
+	for _, tx := range txs {
+		byFamily[tx.Family] = append(byFamily[tx.Family], tx)
+	}
+	for fam, list := range byFamily {
+		if len(list) < 2 || fam == ruleset.IPv4 && len(list) <= 3 {
+			t.Errorf("%s: %d transactions for service ports cut one per port", fam, len(list))
+		}
+		for i, tx := range list {
+			if last := i == len(list)-1; (hooked(tx) > 0) != last {
+				t.Errorf("%s: transaction %d of %d adds %d hooked chains", fam, i+1, len(list), hooked(tx))
+			}
+		}
+	}
+}
+
+// failingConn fails its nth Run.
+type failingConn struct {
+	*nfttest.Fake
+	runs, failAt int
+}
+
+func (c *failingConn) Run(ctx context.Context, tx *ruleset.Transaction) error {
+	if c.runs++; c.runs == c.failAt {
+		return errors.New("injected failure")
+	}
+	return c.Fake.Run(ctx, tx)
+}
+
+// TestChunkedFirstSyncFailure: a chunked sync that fails half-way leaves
+// a table no hook reaches; the next sync deletes it and writes it whole.
+func TestChunkedFirstSyncFailure(t *testing.T) {
+	state, node := flowtest.Fixture()
+	want := oneTransactionDump(t, state, node)
+	defer nftables.SetChunkObjects(1)()
+	conn := &failingConn{Fake: nfttest.NewFake(), failAt: 4}
+	b := dualStackBackend(t, conn, node)
+	if _, err := b.Sync(context.Background(), state, fullDiff()); err == nil {
+		t.Fatal("a sync whose fourth transaction failed succeeded")
+	}
+	tbl := conn.Table(ruleset.IPv4, nftables.TableName)
+	if tbl == nil || len(tbl.Chains) == 0 {
+		t.Fatal("the transactions before the failure left no table")
+	}
+	for name, c := range tbl.Chains {
+		if c.Hook != nil {
+			t.Errorf("the failed sync left hooked chain %s", name)
+		}
+	}
+	mustSync(t, b, state, &proxier.Diff{})
+	for _, fam := range families {
+		if got := conn.Dump(fam, nftables.TableName); got != want[fam] {
+			t.Errorf("%s: the sync after the failure wrote another table:\n%s\nwant:\n%s", fam, got, want[fam])
+		}
+	}
+}
+
+// TestRestartOverLiveTableIsOneTransaction: over a table hooks reach, the
+// first sync of a new daemon rewrites it in one transaction (a chunk
+// committed alone would leave the old rules beside the new ones).
+func TestRestartOverLiveTableIsOneTransaction(t *testing.T) {
+	state, node := flowtest.Fixture()
+	defer nftables.SetChunkObjects(1)()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	before := len(fake.Transactions)
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	if n := len(fake.Transactions) - before; n != len(families) {
+		t.Errorf("a restart over a live table took %d transactions, want one per family", n)
+	}
+}
