@@ -23,6 +23,11 @@ const (
 	scaleServicesEnv  = "SWITCHYARD_SCALE_SERVICES"
 	scaleEndpointsEnv = "SWITCHYARD_SCALE_ENDPOINTS"
 	scaleChangesEnv   = "SWITCHYARD_SCALE_CHANGES"
+	// Ports per Service (1 by default; the 44k workload has 2).
+	scalePortsEnv = "SWITCHYARD_SCALE_PORTS"
+	// Set to 1: switchyard runs with -v=4 and its "Sync trace" lines break
+	// every change's latency down by phase.
+	scaleTraceEnv = "SWITCHYARD_SCALE_TRACE"
 	// "switchyard:nftables kube-proxy:nftables" by default; a switchyard
 	// entry may name another binary: "switchyard@/path/to/bin:nftables".
 	scaleProxiesEnv = "SWITCHYARD_SCALE_PROXIES"
@@ -33,8 +38,24 @@ type scaleResult struct {
 	name                     string
 	firstSync                time.Duration
 	peak, afterSync, settled int64
+	settledAnon              int64
 	answered                 int
-	changes, news            []time.Duration
+	changes, news            []timedChange
+}
+
+// timedChange is one API write: when it began and returned, and its
+// latency to the end of the sync that followed.
+type timedChange struct {
+	start, written time.Time
+	latency        time.Duration
+}
+
+func latencies(cs []timedChange) []time.Duration {
+	out := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		out[i] = c.latency
+	}
+	return out
 }
 
 // TestScale holds N services × E endpoints in the real apiserver, then runs
@@ -50,8 +71,9 @@ func TestScale(t *testing.T) {
 		t.Skipf("set %s (and %s, %s, %s) to run", scaleServicesEnv, scaleEndpointsEnv, scaleChangesEnv, scaleProxiesEnv)
 	}
 	eps, changes := envInt(t, scaleEndpointsEnv, 10), envInt(t, scaleChangesEnv, 20)
+	ports := envInt(t, scalePortsEnv, 1)
 	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 1})
-	createBackground(t, env, n, eps)
+	createBackground(t, env, n, eps, ports)
 	proxies := strings.Fields(os.Getenv(scaleProxiesEnv))
 	if len(proxies) == 0 {
 		proxies = []string{"switchyard:nftables", "kube-proxy:nftables"}
@@ -59,28 +81,32 @@ func TestScale(t *testing.T) {
 	cs := burstClient(t)
 	var rows []scaleResult
 	for _, p := range proxies {
-		r := runScale(t, env, cs, p, n+len(rows)*changes, eps, changes)
+		r := runScale(t, env, cs, p, n+len(rows)*changes, eps, ports, changes)
 		rows = append(rows, r)
-		reportScale(t, n, eps, rows)
+		reportScale(t, n, eps, ports, rows)
 	}
 }
 
 // runScale measures one proxy; its new services are numbered from newBase.
-func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy string, newBase, eps, changes int) scaleResult {
+func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy string, newBase, eps, ports, changes int) scaleResult {
 	t.Helper()
 	who, mode, _ := strings.Cut(proxy, ":")
 	r := scaleResult{name: proxy}
 	flushKernel(t, env)
 	start := time.Now()
+	args := []string{"--proxy-mode=" + mode}
+	if os.Getenv(scaleTraceEnv) == "1" && who != "kube-proxy" {
+		args = append(args, "-v=4")
+	}
 	var d *framework.Daemon
 	switch {
 	case who == "kube-proxy":
-		d = env.StartKubeProxy(t, "--proxy-mode="+mode)
+		d = env.StartKubeProxy(t, args...)
 	case strings.HasPrefix(who, "switchyard@"):
 		d = framework.StartDaemonIn(t, strings.TrimPrefix(who, "switchyard@"), env.Topo.NodeNS,
-			append(framework.DefaultDaemonArgs(suite.DaemonKubeconfig, env.Topo.NodeName), "--proxy-mode="+mode)...)
+			append(framework.DefaultDaemonArgs(suite.DaemonKubeconfig, env.Topo.NodeName), args...)...)
 	default:
-		d = env.StartDaemon(t, "--proxy-mode="+mode)
+		d = env.StartDaemon(t, args...)
 	}
 	defer func() { _ = d.Stop() }()
 	ts, ok := waitTimestamp(t, d, 0, 10*time.Minute)
@@ -98,16 +124,19 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	// measure changes once that is past, as in a running cluster.
 	time.Sleep(5 * time.Second)
 	for i := range changes {
-		if lat, ok := scaleChange(t, cs, env, d, i, newBase); ok {
-			r.changes = append(r.changes, lat)
+		if c, ok := scaleChange(t, cs, env, d, i, newBase); ok {
+			r.changes = append(r.changes, c)
 		}
-		if lat, ok := scaleNewService(t, cs, env, d, newBase+i, eps); ok {
-			r.news = append(r.news, lat)
+		if c, ok := scaleNewService(t, cs, env, d, newBase+i, eps, ports); ok {
+			r.news = append(r.news, c)
 		}
 	}
 	time.Sleep(30 * time.Second)
 	m := memory(t, d.PID())
-	r.settled, r.peak = m.RSS, m.Peak
+	r.settled, r.settledAnon, r.peak = m.RSS, m.Anon, m.Peak
+	if os.Getenv(scaleTraceEnv) == "1" && who != "kube-proxy" {
+		reportTrace(t, proxy, d, r)
+	}
 	return r
 }
 
@@ -136,12 +165,12 @@ func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout tim
 // scaleChange replaces endpoint 0 of background service i by an address
 // unique to gen and returns the time from the write to the end of the sync
 // that follows it.
-func scaleChange(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, gen int) (time.Duration, bool) {
+func scaleChange(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, gen int) (timedChange, bool) {
 	slices := cs.DiscoveryV1().EndpointSlices(env.Namespace)
 	s, err := slices.Get(t.Context(), fmt.Sprintf("bg-%05d-1", i), metav1.GetOptions{})
 	if err != nil {
 		t.Errorf("get slice: %v", err)
-		return 0, false
+		return timedChange{}, false
 	}
 	s.Endpoints[0].Addresses = []string{fmt.Sprintf("10.251.%d.%d", gen%250, i%250+1)}
 	return timedWrite(t, d, func() error {
@@ -151,24 +180,26 @@ func scaleChange(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *f
 }
 
 // scaleNewService creates background service i with its slice.
-func scaleNewService(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, eps int) (time.Duration, bool) {
-	return timedWrite(t, d, func() error { return createBackgroundService(t.Context(), cs, env, i, eps) })
+func scaleNewService(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, eps, ports int) (timedChange, bool) {
+	return timedWrite(t, d, func() error { return createBackgroundService(t.Context(), cs, env, i, eps, ports) })
 }
 
 // timedWrite runs write, then waits for a sync that ends after it began.
-func timedWrite(t *testing.T, d *framework.Daemon, write func() error) (time.Duration, bool) {
+func timedWrite(t *testing.T, d *framework.Daemon, write func() error) (timedChange, bool) {
 	time.Sleep(200 * time.Millisecond) // let the previous sync's pacing pass
-	start := time.Now()
+	c := timedChange{start: time.Now()}
 	if err := write(); err != nil {
 		t.Errorf("API write: %v", err)
-		return 0, false
+		return c, false
 	}
-	ts, ok := waitTimestamp(t, d, float64(start.UnixNano())/1e9, 10*time.Second)
+	c.written = time.Now()
+	ts, ok := waitTimestamp(t, d, float64(c.start.UnixNano())/1e9, 10*time.Second)
 	if !ok {
 		t.Errorf("no sync within 10 s of an API write")
-		return 0, false
+		return c, false
 	}
-	return time.Unix(0, int64(ts*1e9)).Sub(start), true
+	c.latency = time.Unix(0, int64(ts*1e9)).Sub(c.start)
+	return c, true
 }
 
 // kernelServices counts the service ports the kernel holds for a mode.
@@ -196,12 +227,13 @@ func memory(t *testing.T, pid int) framework.Memory {
 	return m
 }
 
-func reportScale(t *testing.T, n, eps int, rows []scaleResult) {
+func reportScale(t *testing.T, n, eps, ports int, rows []scaleResult) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d services × %d endpoints\n| proxy | first sync | one-endpoint change p50 / p99 | new service p50 | VmHWM | RSS after sync / +30 s | services in the kernel |\n|---|---|---|---|---|---|---|\n", n, eps)
+	fmt.Fprintf(&b, "\n%d services × %d endpoints × %d ports\n| proxy | first sync | one-endpoint change p50 / p99 | new service p50 | VmHWM | RSS after sync / +30 s (anonymous) | service ports in the kernel |\n|---|---|---|---|---|---|---|\n", n, eps, ports)
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.1f MB | %.1f / %.1f MB | %d |\n", r.name, secs(r.firstSync),
-			percentile(r.changes, 50), percentile(r.changes, 99), percentile(r.news, 50), mb(r.peak), mb(r.afterSync), mb(r.settled), r.answered)
+		ch, news := latencies(r.changes), latencies(r.news)
+		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.1f MB | %.1f / %.1f (%.1f) MB | %d |\n", r.name, secs(r.firstSync),
+			percentile(ch, 50), percentile(ch, 99), percentile(news, 50), mb(r.peak), mb(r.afterSync), mb(r.settled), mb(r.settledAnon), r.answered)
 	}
 	t.Log(b.String())
 }

@@ -35,7 +35,7 @@ func takeoverTimeout(services int) time.Duration {
 
 // createBackground creates n ClusterIP services of one TCP port, each with
 // one EndpointSlice of eps endpoints in 10.250.0.0/16 (no pod there).
-func createBackground(t *testing.T, env *framework.Env, n, eps int) {
+func createBackground(t *testing.T, env *framework.Env, n, eps, ports int) {
 	t.Helper()
 	if n == 0 {
 		return
@@ -43,8 +43,8 @@ func createBackground(t *testing.T, env *framework.Env, n, eps int) {
 	cs := burstClient(t)
 	start := time.Now()
 	t.Cleanup(func() { deleteBackground(t, cs, env, n) })
-	parallel(t, n, func(i int) error { return createBackgroundService(t.Context(), cs, env, i, eps) })
-	t.Logf("created %d background services x %d endpoints in %s", n, eps, secs(time.Since(start)))
+	parallel(t, n, func(i int) error { return createBackgroundService(t.Context(), cs, env, i, eps, ports) })
+	t.Logf("created %d background services x %d endpoints x %d ports in %s", n, eps, ports, secs(time.Since(start)))
 }
 
 // deleteBackground removes the background objects in parallel, before the
@@ -65,10 +65,21 @@ func deleteBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env,
 	t.Logf("deleted %d background services in %s", n, secs(time.Since(start)))
 }
 
-func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps int) error {
+// createBackgroundService creates service i with ports ports (80, 81, ...
+// to EchoPort, EchoPort+1, ...) and one slice of eps endpoints.
+func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps, ports int) error {
 	name := fmt.Sprintf("bg-%05d", i)
-	svc := framework.NewService(env.Namespace, name, framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
-	svc, err := cs.CoreV1().Services(env.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	var sps []corev1.ServicePort
+	var eports []discoveryv1.EndpointPort
+	for p := range int32(max(ports, 1)) {
+		pn := "tcp"
+		if p > 0 {
+			pn = fmt.Sprintf("tcp%d", p)
+		}
+		sps = append(sps, framework.NewServicePort(pn, corev1.ProtocolTCP, 80+p, framework.EchoPort+p))
+		eports = append(eports, framework.NewEndpointPort(pn, corev1.ProtocolTCP, framework.EchoPort+p))
+	}
+	svc, err := cs.CoreV1().Services(env.Namespace).Create(ctx, framework.NewService(env.Namespace, name, sps...), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -77,7 +88,7 @@ func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *
 		k := i*eps + j
 		endpoints[j] = framework.ReadyEndpoint(fmt.Sprintf("10.250.%d.%d", k/250%250, k%250+1), env.Topo.NodeName)
 	}
-	s := framework.NewEndpointSlice(svc, "1", []discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)}, endpoints...)
+	s := framework.NewEndpointSlice(svc, "1", eports, endpoints...)
 	_, err = cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	return err
 }

@@ -147,7 +147,7 @@ func failureTimes(results []framework.EchoResult, since time.Time) string {
 func runTakeover(t *testing.T, p takeoverPair) {
 	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 2})
 	n := envInt(t, takeoverServicesEnv, 0)
-	createBackground(t, env, n, envInt(t, takeoverEndpointsEnv, 10))
+	createBackground(t, env, n, envInt(t, takeoverEndpointsEnv, 10), 1)
 	timeout := takeoverTimeout(n)
 	old := startProxy(t, env, p.from)
 	if p.from.kubeProxy && !synced(t, old, timeout) {

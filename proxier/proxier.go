@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
@@ -77,6 +79,9 @@ type Proxier struct {
 	snap   *Snapshotter
 	runner *SyncRunner
 	carry  *Diff // diff of a failed sync, merged into the next one
+
+	seenMu sync.Mutex
+	seen   time.Time // when the oldest change not yet synced reached a tracker
 }
 
 // New returns a Proxier. health and svcHealth may be nil.
@@ -118,6 +123,11 @@ func (p *Proxier) recordInvalid(kind, reason string) {
 // endpoints tells an EndpointSlice change, which syncs without the holdoff
 // (no companion follows it; it is the companion a new Service waits for).
 func (p *Proxier) queued(endpoints bool) {
+	p.seenMu.Lock()
+	if p.seen.IsZero() {
+		p.seen = p.cfg.Clock.Now()
+	}
+	p.seenMu.Unlock()
 	if p.health != nil {
 		p.health.QueuedUpdate()
 	}
@@ -145,8 +155,15 @@ func (p *Proxier) updatePendingMetrics() {
 }
 
 // sync is the SyncFunc the runner drives: snapshot, backend sync, report.
+// At verbosity 4 it logs where the time went ("Sync trace").
 func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 	start := p.cfg.Clock.Now()
+	var tr *synctrace.Trace
+	if klog.V(4).Enabled() {
+		tr = synctrace.New(p.cfg.Clock.Now)
+		ctx = synctrace.With(ctx, tr)
+	}
+	seen := p.takeSeen()
 	st, diff := p.snap.Snapshot()
 	diff.Merge(p.carry)
 	diff.DropRestored(st)
@@ -154,6 +171,7 @@ func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 	diff.Full = diff.Full || req.Full
 	diff.Verify = req.Periodic
 	p.updatePendingMetrics()
+	synctrace.Mark(ctx, "snapshot")
 	res, err := p.backend.Sync(ctx, st, diff)
 	if err != nil {
 		p.carry = diff
@@ -163,13 +181,41 @@ func (p *Proxier) sync(ctx context.Context, req SyncRequest) error {
 		klog.ErrorS(err, "Sync failed; the next sync will be full", "backend", p.backend.Name())
 		return fmt.Errorf("%s sync: %w", p.backend.Name(), err)
 	}
+	synctrace.Mark(ctx, "backend")
 	elapsed := p.cfg.Clock.Since(start)
-	p.report(st, diff, res.Full || diff.Full, elapsed)
+	full := res.Full || diff.Full
+	p.report(st, diff, full, elapsed)
+	synctrace.Mark(ctx, "report")
 	for _, h := range p.hooks {
 		h.PostSync(ctx, st, diff)
 	}
-	klog.V(2).InfoS("Synced", "backend", p.backend.Name(), "full", res.Full || diff.Full,
+	klog.V(2).InfoS("Synced", "backend", p.backend.Name(), "full", full,
 		"services", len(st.Services), "changed", len(diff.Changed), "servicesChanged", diff.ServicesChanged,
 		"endpointTriggers", len(diff.TriggerTimes), "elapsed", elapsed)
+	if tr != nil {
+		logTrace(tr, full, len(diff.Changed), seen, start)
+	}
 	return nil
+}
+
+// takeSeen returns when the oldest pending change arrived, and resets it.
+func (p *Proxier) takeSeen() time.Time {
+	p.seenMu.Lock()
+	defer p.seenMu.Unlock()
+	seen := p.seen
+	p.seen = time.Time{}
+	return seen
+}
+
+// logTrace writes a sync's phases: how long its oldest change waited
+// (holdoff and pacing), then snapshot, the backend's own phases (render,
+// commit), the rest of the backend, and the report (health, metrics: the
+// last-sync timestamp is set at its end). firstChangeSeen is in Unix
+// nanoseconds, to be matched with the time of an API write.
+func logTrace(tr *synctrace.Trace, full bool, changed int, seen, start time.Time) {
+	kv := []any{"full", full, "changed", changed}
+	if !seen.IsZero() {
+		kv = append(kv, "firstChangeSeen", seen.UnixNano(), "waitedMs", float64(start.Sub(seen).Microseconds())/1000)
+	}
+	klog.V(4).InfoS("Sync trace", append(kv, tr.KeysAndValues()...)...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
+	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -235,7 +236,10 @@ func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, 
 	for i, tx := range txs {
 		tx.byName = b.runner.Mode() == runner.ModeLegacy
 		data := tx.payload()
-		if err := b.runner.Restore(ctx, f.fam, data); err != nil {
+		synctrace.Mark(ctx, "render")
+		err := b.runner.Restore(ctx, f.fam, data)
+		synctrace.Mark(ctx, "commit")
+		if err != nil {
 			b.countRestoreFailure(f.fc.family, partial)
 			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
 				"partial", partial, "lines", runner.OffendingLines(data, err))

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -75,7 +76,10 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	// drops each part once it has encoded it.
 	d = nil
 	tx.SetDisposable()
-	if err := conn.Run(ctx, tx); err != nil {
+	synctrace.Mark(ctx, "render")
+	err = conn.Run(ctx, tx)
+	synctrace.Mark(ctx, "commit")
+	if err != nil {
 		return syncResult{full: true}, err
 	}
 	f.w, f.orders, f.needFull = w, orders, false
@@ -108,12 +112,12 @@ type desiredTable struct {
 	sets     []*ruleset.Set
 	elements map[string][]ruleset.Element
 	orders   map[groupKey][]netip.AddrPort
-	hairpin  map[netip.Addr]int
+	hairpin  *addrCounts
 }
 
 func (f *familySync) renderAll(st *proxier.State) *desiredTable {
 	d := &desiredTable{chains: baseChains(f.fc), sets: baseSets(f.fc),
-		elements: map[string][]ruleset.Element{}, orders: map[groupKey][]netip.AddrPort{}, hairpin: map[netip.Addr]int{}}
+		elements: map[string][]ruleset.Element{}, orders: map[groupKey][]netip.AddrPort{}, hairpin: newAddrCounts()}
 	for i := range f.ids.mapCount() {
 		d.sets = append(d.sets, endpointMapSet(endpointMap(i*groupsPerMap)))
 	}
@@ -138,7 +142,7 @@ func (d *desiredTable) addElements(set string, els []ruleset.Element) {
 	for _, e := range els {
 		if set == setHairpin {
 			a := e.Key[0].Addr
-			if d.hairpin[a]++; d.hairpin[a] > 1 {
+			if d.hairpin.inc(a) > 1 {
 				continue
 			}
 		}

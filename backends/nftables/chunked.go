@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -139,7 +140,10 @@ func (c *chunker) commit(ctx context.Context) error {
 	tx := c.tx
 	c.d = nil
 	tx.SetDisposable()
-	if err := c.conn.Run(ctx, tx); err != nil {
+	synctrace.Mark(ctx, "render")
+	err := c.conn.Run(ctx, tx)
+	synctrace.Mark(ctx, "commit")
+	if err != nil {
 		return fmt.Errorf("transaction %d of a chunked sync: %w", c.commits+1, err)
 	}
 	rules, added, deleted := tx.Counts()

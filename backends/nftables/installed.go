@@ -22,12 +22,12 @@ type written struct {
 	sets    map[string]*ruleset.Set
 	rules   map[string]int // rules per chain
 	counts  map[string]int // elements per set (sets the packet path fills excluded)
-	hairpin map[netip.Addr]int
+	hairpin *addrCounts
 }
 
 func newWritten() *written {
 	return &written{sets: map[string]*ruleset.Set{}, rules: map[string]int{},
-		counts: map[string]int{}, hairpin: map[netip.Addr]int{}}
+		counts: map[string]int{}, hairpin: newAddrCounts()}
 }
 
 // delta stages the element changes of one transaction. Elements of the
@@ -49,7 +49,7 @@ func (d *delta) hairpinCount(a netip.Addr) int {
 	if n, ok := d.hairpin[a]; ok {
 		return n
 	}
-	return d.w.hairpin[a]
+	return d.w.hairpin.get(a)
 }
 
 // diff records what changes between a port's old and new elements.
@@ -122,11 +122,7 @@ func (d *delta) write(tx *ruleset.Transaction) {
 // commit folds the delta into what was written.
 func (d *delta) commit() {
 	for a, n := range d.hairpin {
-		if n <= 0 {
-			delete(d.w.hairpin, a)
-		} else {
-			d.w.hairpin[a] = n
-		}
+		d.w.hairpin.set(a, n)
 	}
 	for set, els := range d.deletes {
 		d.w.counts[set] -= len(els)

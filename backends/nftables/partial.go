@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -52,8 +53,11 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 	for _, name := range gone {
 		tx.DeleteSet(name)
 	}
+	synctrace.Mark(ctx, "render")
 	if tx.Len() > 0 { // nothing changed: no commit, no new generation
-		if err := conn.Run(ctx, tx); err != nil {
+		err := conn.Run(ctx, tx)
+		synctrace.Mark(ctx, "commit")
+		if err != nil {
 			f.rollback(changes, newSets)
 			return syncResult{}, err
 		}
