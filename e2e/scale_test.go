@@ -50,6 +50,7 @@ type scaleResult struct {
 	peak, afterSync, settled int64
 	settledAnon              int64
 	restartSync              time.Duration
+	burst                    burstResult
 	restartPeak              int64
 	answered                 int
 	changes, news            []timedChange
@@ -138,6 +139,9 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 		if c, ok := scaleNewService(t, cs, env, d, newBase+i, eps, ports); ok {
 			r.news = append(r.news, c)
 		}
+	}
+	if b := envInt(t, scaleBurstEnv, 0); b > 0 && b <= newBase-changes {
+		r.burst = scaleBurst(t, cs, env, d, changes, b, newBase)
 	}
 	time.Sleep(30 * time.Second)
 	m := memory(t, d.PID())
@@ -285,6 +289,10 @@ func reportScale(t *testing.T, n, eps, ports int, rows []scaleResult) {
 		ch, news := latencies(r.changes), latencies(r.news)
 		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.1f MB | %.1f / %.1f (%.1f) MB | %d |\n", r.name, secs(r.firstSync),
 			percentile(ch, 50), percentile(ch, 99), percentile(news, 50), mb(r.peak), mb(r.afterSync), mb(r.settled), mb(r.settledAnon), r.answered)
+		if bu := r.burst; bu.updates > 0 {
+			fmt.Fprintf(&b, "| %s, %d EndpointSlice updates over %s | %d syncs | %s / %s (update -> synced, p50 / p99) | | %.0f %% of one core | | |\n",
+				r.name, bu.updates, burstSpan, bu.syncs, percentile(bu.latencies, 50), percentile(bu.latencies, 99), 100*bu.cpuShare)
+		}
 		if r.restartSync > 0 {
 			fmt.Fprintf(&b, "| %s, restarted over its rules | %s | | | %.1f MB | | |\n", r.name, secs(r.restartSync), mb(r.restartPeak))
 		}

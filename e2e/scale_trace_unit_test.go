@@ -33,3 +33,19 @@ I1128 06:24:16.120710   18933 proxier.go:200] "Sync trace" full=false changed=1 
 		t.Errorf("a change written after the trace's change was matched: %v", bd)
 	}
 }
+
+func TestTraceEnds(t *testing.T) {
+	log := `I1128 06:43:50.994096   24425 proxier.go:220] "Sync trace" full=false changed=3 firstChangeSeen=1 waitedMs=0.5
+I1128 06:43:51.000001   24425 proxier.go:220] "Sync trace" full=false changed=0 snapshotMs=0.2
+I1128 06:43:52.500000   24425 proxier.go:192] "Synced" backend="nftables" changed=2
+I1128 06:43:52.500100   24425 proxier.go:220] "Sync trace" full=false changed=2 firstChangeSeen=2 waitedMs=0.5
+`
+	day := time.Date(2026, 11, 28, 0, 0, 0, 0, time.Local)
+	ends, changed := traceEnds(log, day)
+	if len(ends) != 2 || changed[0] != 3 || changed[1] != 2 {
+		t.Fatalf("ends %v changed %v", ends, changed)
+	}
+	if want := time.Date(2026, 11, 28, 6, 43, 50, 994096000, time.Local); !ends[0].Equal(want) {
+		t.Errorf("end %v, want %v", ends[0], want)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -126,4 +127,22 @@ func matches(labels model.LabelSet, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// ProcCPU is the CPU time (user and system) pid has used, from
+// /proc/PID/stat (clock ticks of 10 ms).
+func ProcCPU(pid int) (time.Duration, error) {
+	f, err := procStat(pid)
+	if err != nil || len(f) < 13 {
+		return 0, fmt.Errorf("CPU of %d: %v", pid, err)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("CPU of %d: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }

@@ -55,13 +55,13 @@ func (p *gcProbe) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier.
 	return proxier.SyncResult{}, nil
 }
 
-// A full sync runs at half the GC percent; a partial one at the process's
-// own, which is restored afterwards.
+// With GOGC set by the operator, a full sync runs at half the GC percent;
+// a partial one at the operator's, which is restored afterwards.
 func TestFullSyncGCHalvesGOGC(t *testing.T) {
 	prev := debug.SetGCPercent(80)
 	defer debug.SetGCPercent(prev)
 	p := &gcProbe{}
-	b := fullSyncGC{Backend: p}
+	b := fullSyncGC{Backend: p, operatorSet: true}
 	for _, full := range []bool{true, false, true} {
 		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
 			t.Fatal(err)
@@ -72,5 +72,25 @@ func TestFullSyncGCHalvesGOGC(t *testing.T) {
 	}
 	if cur := debug.SetGCPercent(80); cur != 80 {
 		t.Errorf("GC percent after the syncs = %d, want 80 restored", cur)
+	}
+}
+
+// Without GOGC the process runs at Go's 100 until its first full sync,
+// then at 50 for every sync and in between.
+func TestFullSyncGCDefault(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	p := &gcProbe{}
+	b := fullSyncGC{Backend: p}
+	for _, full := range []bool{false, true, false} {
+		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []int{100, 50, 50}; !slices.Equal(p.seen, want) {
+		t.Errorf("GC percent during syncs (partial, full, partial) = %v, want %v", p.seen, want)
+	}
+	if cur := debug.SetGCPercent(100); cur != 50 {
+		t.Errorf("GC percent after the syncs = %d, want 50", cur)
 	}
 }

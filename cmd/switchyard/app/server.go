@@ -66,7 +66,7 @@ func Run(ctx context.Context, o *Options) error {
 		// state (rules, IPVS) stays for the next start.
 		defer c.Close()
 	}
-	backend = fullSyncGC{Backend: backend}
+	backend = newFullSyncGC(backend)
 	hooks, err := postSyncHooks(o, m)
 	if err != nil {
 		return err
