@@ -43,34 +43,29 @@ type syncResult struct {
 	rules, added, deleted int
 }
 
-// full rewrites the whole table in one transaction: every chain it holds
-// is flushed and refilled, every set but the affinity map flushed and
-// refilled, and what is no longer wanted deleted. Chains and sets come
-// first, then rules, then elements: a rule that binds a map walks its
-// elements, so binding empty maps keeps the load linear.
+// full rewrites the whole table. A table of ours is written in chunks
+// (fullChunked): committed one by one while no hook reaches it, else as
+// one transaction. Another program's table (kube-proxy's) is replaced
+// through the handover table, each in one transaction: chains and sets
+// first, then rules, then elements, so that the rules bind empty maps.
 func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (syncResult, error) {
 	existing, exists, err := conn.ListObjects(ctx, f.fc.nft, TableName)
 	if err != nil {
 		return syncResult{}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, TableName, err)
 	}
 	f.allocateGroups(st)
-	if !existing.Foreign && !holdsForeignObjects(existing) && notLive(f.fc, existing) {
-		return f.fullChunked(ctx, conn, st, exists)
+	if !existing.Foreign && !holdsForeignObjects(existing) {
+		idle := notLive(f.fc, existing)
+		return f.fullChunked(ctx, conn, st, chunkPlan{recreate: exists && idle, live: exists && !idle, existing: existing})
 	}
 	d := f.renderAll(st)
-	foreign := existing.Foreign || holdsForeignObjects(existing)
-	if foreign {
-		if err := f.openHandover(ctx, conn, d, existing); err != nil {
-			return syncResult{full: true}, err
-		}
-		existing = TableObjects{}
+	if err := f.openHandover(ctx, conn, d, existing); err != nil {
+		return syncResult{full: true}, err
 	}
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
-	if foreign {
-		tx.DeleteTable()
-	}
+	tx.DeleteTable()
 	tx.AddTable()
-	d.write(tx, existing)
+	d.write(tx)
 	w, orders := f.record(st, d)
 	// From here the transaction alone holds the render, and the conn
 	// drops each part once it has encoded it.
@@ -150,33 +145,14 @@ func (d *desiredTable) addElements(set string, els []ruleset.Element) {
 	}
 }
 
-func (d *desiredTable) write(tx *ruleset.Transaction, existing TableObjects) {
-	wantChain, wantSet := map[string]bool{}, map[string]bool{}
-	for _, c := range existing.Chains {
-		tx.FlushChain(c)
-	}
-	for _, s := range existing.Sets {
-		if !isAffinitySet(s) { // clients keep their endpoint across a rewrite
-			tx.FlushSet(s)
-		}
-	}
+// write stages a whole render into a table created in the same
+// transaction.
+func (d *desiredTable) write(tx *ruleset.Transaction) {
 	for _, s := range d.sets {
 		tx.AddSet(s)
-		wantSet[s.Name] = true
 	}
 	for _, c := range d.chains {
 		tx.AddChain(c)
-		wantChain[c.Name] = true
-	}
-	for _, c := range existing.Chains {
-		if !wantChain[c] {
-			tx.DeleteChain(c)
-		}
-	}
-	for _, s := range existing.Sets {
-		if !wantSet[s] {
-			tx.DeleteSet(s)
-		}
 	}
 	for _, c := range d.chains {
 		for _, r := range c.Rules {

@@ -36,18 +36,34 @@ func notLive(fc *familyConfig, objs TableObjects) bool {
 	return true
 }
 
-// fullChunked writes a table nothing reaches yet in several transactions:
-// the first creates the table, its shared sets and maps and its regular
-// table-wide chains; each then carries the next service ports, up to
-// chunkObjects rules and elements; the last adds the chains the hooks
-// enter by. Until that last commit no packet sees the table, so the
-// ruleset still appears at once, whole; but no step holds more than a
-// chunk rendered, staged and encoded. A failure leaves an unreachable
-// table, which the next full sync deletes and writes again.
-func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.State, recreate bool) (syncResult, error) {
-	c := &chunker{f: f, conn: conn, w: newWritten(), orders: map[groupKey][]netip.AddrPort{}}
+// chunkPlan says how a full sync of a table of ours is cut.
+type chunkPlan struct {
+	// recreate deletes the table first: it exists but no hook reaches it.
+	recreate bool
+	// live: hooks reach the table. Its chunks are then staged (Append)
+	// and committed as one transaction by the last, which begins by
+	// flushing existing's chains and sets (but the affinity sets) and
+	// ends by deleting what is no longer wanted.
+	live     bool
+	existing TableObjects
+}
+
+// fullChunked writes the whole table a service port at a time, each chunk
+// carrying up to chunkObjects rules and elements. The first chunk creates
+// the table, its shared sets and maps and its regular table-wide chains;
+// the last adds the chains the hooks enter by.
+//
+// A table nothing reaches yet (none, or one a failed sync left) gets a
+// commit per chunk: until the last no packet sees it, so the ruleset still
+// appears at once, whole; a failure leaves an unreachable table, which the
+// next full sync deletes and writes again. A live table gets one
+// transaction, its chunks encoded as they are rendered (Conn.Append), so
+// the rules in force change at once. Either way no step holds the whole
+// table rendered.
+func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.State, plan chunkPlan) (syncResult, error) {
+	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: map[groupKey][]netip.AddrPort{}}
 	c.w.prev = st
-	c.begin(recreate)
+	c.begin()
 	r := f.renderer(st.Node)
 	for _, name := range sortedNames(st.Services) {
 		o := r.render(st.Services[name], st.Endpoints[name])
@@ -57,24 +73,18 @@ func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.Sta
 		c.add(o.chains, o.sets, o.elements)
 		mergeOrders(c.orders, o.orders)
 		if c.size >= chunkObjects {
-			if err := c.commit(ctx); err != nil {
+			if err := c.commit(ctx, false); err != nil {
 				return c.result(), err
 			}
 		}
 	}
-	var hooked []*ruleset.Chain
-	for _, ch := range baseChains(f.fc) {
-		if hookedChain(ch) {
-			hooked = append(hooked, ch)
-		}
-	}
-	c.add(hooked, nil, nil)
-	if err := c.commit(ctx); err != nil {
+	c.end()
+	if err := c.commit(ctx, true); err != nil {
 		return c.result(), err
 	}
 	f.w, f.orders, f.needFull = c.w, c.orders, false
 	f.closeHandover(ctx, conn)
-	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "transactions", c.commits)
+	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "live", plan.live, "chunks", c.chunks)
 	return c.result(), nil
 }
 
@@ -83,35 +93,83 @@ func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.Sta
 type chunker struct {
 	f      *familySync
 	conn   Conn
+	plan   chunkPlan
 	tx     *ruleset.Transaction
 	d      *desiredTable // the staged chunk's objects
 	size   int           // its rules and elements
 	w      *written
 	orders map[groupKey][]netip.AddrPort
-	// commits and counts tally the committed transactions.
-	commits               int
+	// chunks and counts tally the chunks written.
+	chunks                int
 	rules, added, deleted int
 }
 
 // begin stages the table, its shared sets and maps and its regular
-// table-wide chains.
-func (c *chunker) begin(recreate bool) {
+// table-wide chains (over a live table: after flushing what it holds).
+func (c *chunker) begin() {
 	c.next()
-	if recreate {
+	if c.plan.recreate {
 		c.tx.DeleteTable()
 	}
 	c.tx.AddTable()
+	if c.plan.live {
+		for _, ch := range c.plan.existing.Chains {
+			c.tx.FlushChain(ch)
+		}
+		for _, s := range c.plan.existing.Sets {
+			if !isAffinitySet(s) { // clients keep their endpoint across a rewrite
+				c.tx.FlushSet(s)
+			}
+		}
+	}
 	sets := baseSets(c.f.fc)
 	for i := range c.f.ids.mapCount() {
 		sets = append(sets, endpointMapSet(endpointMap(i*groupsPerMap)))
 	}
-	var regular []*ruleset.Chain
-	for _, ch := range baseChains(c.f.fc) {
-		if !hookedChain(ch) {
-			regular = append(regular, ch)
+	c.add(baseChainsWhere(c.f.fc, false), sets, nil)
+}
+
+// end stages the chains the hooks enter by and, over a live table, the
+// deletion of the chains and sets no longer wanted.
+func (c *chunker) end() {
+	c.add(baseChainsWhere(c.f.fc, true), nil, nil)
+	if !c.plan.live {
+		return
+	}
+	for _, ch := range c.plan.existing.Chains {
+		if !c.wantedChain(ch) {
+			c.tx.DeleteChain(ch)
 		}
 	}
-	c.add(regular, sets, nil)
+	for _, s := range c.plan.existing.Sets {
+		if !c.wantedSet(s) {
+			c.tx.DeleteSet(s)
+		}
+	}
+}
+
+// wantedChain and wantedSet tell whether this sync writes the named
+// chain or set (in a chunk written or the one staged).
+func (c *chunker) wantedChain(name string) bool {
+	_, ok := c.w.rules[name]
+	return ok || slices.ContainsFunc(c.d.chains, func(ch *ruleset.Chain) bool { return ch.Name == name })
+}
+
+func (c *chunker) wantedSet(name string) bool {
+	_, ok := c.w.sets[name]
+	return ok || slices.ContainsFunc(c.d.sets, func(s *ruleset.Set) bool { return s.Name == name })
+}
+
+// baseChainsWhere gives the table-wide chains a hook enters by (hooked)
+// or the others.
+func baseChainsWhere(fc *familyConfig, hooked bool) []*ruleset.Chain {
+	var out []*ruleset.Chain
+	for _, ch := range baseChains(fc) {
+		if hookedChain(ch) == hooked {
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 func (c *chunker) next() {
@@ -133,21 +191,30 @@ func (c *chunker) add(chains []*ruleset.Chain, sets []*ruleset.Set, elements map
 	}
 }
 
-// commit writes the staged chunk in one transaction and starts the next.
-func (c *chunker) commit(ctx context.Context) error {
+// commit writes the staged chunk and starts the next: in a transaction
+// of its own, or over a live table staged for the last one's.
+func (c *chunker) commit(ctx context.Context, last bool) error {
 	c.w.add(c.d)
 	c.d.writeChunk(c.tx, c.w.sets)
 	tx := c.tx
 	c.d = nil
 	tx.SetDisposable()
 	synctrace.Mark(ctx, "render")
-	err := c.conn.Run(ctx, tx)
+	var err error
+	if c.plan.live && !last {
+		err = c.conn.Append(ctx, tx)
+	} else {
+		err = c.conn.Run(ctx, tx)
+	}
 	synctrace.Mark(ctx, "commit")
 	if err != nil {
-		return fmt.Errorf("transaction %d of a chunked sync: %w", c.commits+1, err)
+		if c.plan.live {
+			c.conn.Discard()
+		}
+		return fmt.Errorf("chunk %d of a full sync: %w", c.chunks+1, err)
 	}
 	rules, added, deleted := tx.Counts()
-	c.commits++
+	c.chunks++
 	c.rules, c.added, c.deleted = c.rules+rules, c.added+added, c.deleted+deleted
 	c.next()
 	return nil

@@ -135,3 +135,52 @@ func TestRestartOverLiveTableIsOneTransaction(t *testing.T) {
 		t.Errorf("a restart over a live table took %d transactions, want one per family", n)
 	}
 }
+
+// TestRestartOverLiveTableRewritesWhole: a new daemon over a live table
+// written for other services stages its chunks into one transaction that
+// leaves exactly what a first sync of its state writes: what is gone is
+// deleted, what is new added.
+func TestRestartOverLiveTableRewritesWhole(t *testing.T) {
+	before, node := flowtest.Fixture()
+	after, _ := flowtest.Fixture()
+	names := make([]proxier.ServicePortName, 0, len(after.Services))
+	for n := range after.Services {
+		names = append(names, n)
+	}
+	slicesSort(names)
+	for _, n := range names[:len(names)/2] {
+		delete(after.Services, n)
+		delete(after.Endpoints, n)
+	}
+	want := oneTransactionDump(t, after, node)
+	defer nftables.SetChunkObjects(1)()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), before, fullDiff())
+	committed := len(fake.Transactions)
+	mustSync(t, flowBackend(t, fake, node), after, fullDiff())
+	if n := len(fake.Transactions) - committed; n != len(families) {
+		t.Errorf("the restart committed %d transactions, want one per family", n)
+	}
+	for _, fam := range families {
+		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
+			t.Errorf("%s: the restart left another table than a first sync of its state:\n%s\nwant:\n%s", fam, got, want[fam])
+		}
+	}
+}
+
+// TestRestartOverLiveTableFailsWhole: when the kernel rejects the one
+// transaction of a restart, the table keeps every rule it had.
+func TestRestartOverLiveTableFailsWhole(t *testing.T) {
+	state, node := flowtest.Fixture()
+	defer nftables.SetChunkObjects(1)()
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	want := fake.Dump(ruleset.IPv4, nftables.TableName)
+	fake.FailNext = errors.New("injected failure")
+	if _, err := flowBackend(t, fake, node).Sync(context.Background(), state, fullDiff()); err == nil {
+		t.Fatal("a restart whose transaction failed succeeded")
+	}
+	if got := fake.Dump(ruleset.IPv4, nftables.TableName); got != want {
+		t.Errorf("a failed restart changed the table:\n%s\nwant:\n%s", got, want)
+	}
+}

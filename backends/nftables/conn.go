@@ -11,8 +11,18 @@ import (
 // implementation is NewNetlinkConn; backends/nftables/testing has a strict
 // stateful fake.
 type Conn interface {
-	// Run commits the transaction: all of it or, on error, none.
+	// Run commits the transaction: all of it or, on error, none. What
+	// Append staged before it on the same table is part of it.
 	Run(ctx context.Context, tx *ruleset.Transaction) error
+	// Append stages a transaction's operations for the next Run on the
+	// same table, which commits them with its own as one transaction;
+	// nothing reaches the kernel before. A conn may encode and drop a
+	// disposable transaction's payload at once, so that one big
+	// transaction is never held rendered whole. On error nothing stays
+	// staged.
+	Append(ctx context.Context, tx *ruleset.Transaction) error
+	// Discard drops whatever Append staged.
+	Discard()
 	// ListObjects names the chains and sets of a table; exists is false
 	// (with no error) when the table is missing.
 	ListObjects(ctx context.Context, f ruleset.Family, table string) (objs TableObjects, exists bool, err error)

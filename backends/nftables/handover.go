@@ -37,7 +37,7 @@ func (f *familySync) openHandover(ctx context.Context, conn Conn, d *desiredTabl
 		tx.DeleteTable()
 	}
 	tx.AddTable()
-	d.write(tx, TableObjects{})
+	d.write(tx)
 	if err := conn.Run(ctx, tx); err != nil {
 		return fmt.Errorf("handover table %s %s: %w", f.fc.nft, HandoverTable, err)
 	}

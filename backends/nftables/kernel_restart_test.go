@@ -4,6 +4,8 @@ import (
 	"context"
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -13,9 +15,12 @@ import (
 
 // TestKernelRestartAdoptsTable: a new daemon's first (full) sync over the
 // table its predecessor left: with the same state, and with fewer
-// services than the predecessor had endpoint maps for.
+// services than the predecessor had endpoint maps for. Chunks of three
+// objects: the first syncs commit several, the restarts stage several
+// into one transaction.
 func TestKernelRestartAdoptsTable(t *testing.T) {
 	kerneltest.Require(t)
+	defer nftables.SetChunkObjects(3)()
 	ns := kerneltest.NewNetns(t, "nftrestart")
 	addForeignTables(t, ns)
 	state, node := flowtest.Fixture()
@@ -38,9 +43,11 @@ func TestKernelRestartAdoptsTable(t *testing.T) {
 
 // TestKernelRestartAfterPartialSyncs: the predecessor grew its endpoint
 // maps through partial syncs (services arriving one by one, with affinity
-// sets) and lost most services again before the new daemon starts.
+// sets) and lost most services again before the new daemon starts, whose
+// sync stages chunks of three objects into one transaction.
 func TestKernelRestartAfterPartialSyncs(t *testing.T) {
 	kerneltest.Require(t)
+	defer nftables.SetChunkObjects(3)()
 	ns := kerneltest.NewNetns(t, "nftrestart2")
 	addForeignTables(t, ns)
 	_, node := flowtest.Fixture()
@@ -65,6 +72,22 @@ func TestKernelRestartAfterPartialSyncs(t *testing.T) {
 		st = next
 	}
 	kernelSync(t, ns, kernelBackend(t, node), st, fullDiff())
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), st, fullDiff())
+	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
+		var got nftables.TableCounts
+		err := kerneltest.InNetns(ns, func() (err error) {
+			got, err = nftables.NewNetlinkConn().Counts(context.Background(), fam, nftables.TableName)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := fake.Counts(context.Background(), fam, nftables.TableName)
+		if !maps.Equal(got.Rules, want.Rules) || !maps.Equal(got.Elements, want.Elements) {
+			t.Errorf("%s: after the restart the kernel holds %v / %v, a first sync of the same state %v / %v", fam, got.Rules, got.Elements, want.Rules, want.Elements)
+		}
+	}
 }
 
 // addForeignTables gives the namespace what a node holds besides

@@ -32,6 +32,8 @@ type NetlinkConn struct {
 	// thread that uses it first, and kept: opening and closing a
 	// netfilter netlink socket per transaction cost ~10 ms each here.
 	conn *gnft.Conn
+	// pending is the batch Append staged, which the next Run commits.
+	pending *batch
 
 	qmu   sync.Mutex
 	query *netlink.Conn // for ListObjects, Counts, Generation
@@ -50,6 +52,40 @@ const maxElementsPerMessage = 512
 func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.encode(tx); err != nil {
+		return err
+	}
+	c := n.conn
+	n.pending = nil
+	if err := c.Flush(); err != nil {
+		// Answers of a rejected batch may still be queued: start the
+		// next transaction on a fresh socket.
+		n.drop()
+		return summarize(err)
+	}
+	return nil
+}
+
+// Append implements Conn: the operations are encoded into the open batch
+// (and a disposable transaction's payload dropped) until Run flushes it.
+func (n *NetlinkConn) Append(_ context.Context, tx *ruleset.Transaction) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.encode(tx)
+}
+
+// Discard implements Conn.
+func (n *NetlinkConn) Discard() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending != nil {
+		n.drop()
+	}
+}
+
+// encode adds tx's operations to the open batch, opening one (and the
+// socket) if needed.
+func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 	if n.conn == nil {
 		c, err := gnft.New(gnft.AsLasting(), gnft.WithSockOptions(n.buffers))
 		if err != nil {
@@ -57,24 +93,30 @@ func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 		}
 		n.conn = c
 	}
-	c := n.conn
-	b := &batch{c: c, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
+	b := n.pending
+	if b == nil {
+		b = &batch{c: n.conn, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
+		n.pending = b
+	} else if b.fam != tx.Family || b.table.Name != tx.Table {
+		n.drop()
+		return fmt.Errorf("netlink: a transaction on %s %s after operations staged on %s %s", tx.Family, tx.Table, b.fam, b.table.Name)
+	}
 	for i := range tx.Ops {
 		if err := b.add(&tx.Ops[i]); err != nil {
-			_ = c.CloseLasting() // drop the half-built batch with the socket
-			n.conn = nil
+			n.drop()
 			return fmt.Errorf("operation %d (%s): %w", i, tx.Ops[i].String(), err)
 		}
 		tx.Release(i) // a disposable rewrite is held once: encoded, not rendered
 	}
-	if err := c.Flush(); err != nil {
-		// Answers of a rejected batch may still be queued: start the
-		// next transaction on a fresh socket.
-		_ = c.CloseLasting()
-		n.conn = nil
-		return summarize(err)
-	}
 	return nil
+}
+
+// drop closes the socket with whatever batch it was building.
+func (n *NetlinkConn) drop() {
+	if n.conn != nil {
+		_ = n.conn.CloseLasting()
+	}
+	n.conn, n.pending = nil, nil
 }
 
 // summarize keeps the first of the kernel's errors: it answers every

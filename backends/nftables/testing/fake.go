@@ -25,6 +25,29 @@ type Fake struct {
 	// FailNext, when set, makes the next Run fail with it and commit
 	// nothing (as a kernel rejecting a batch would).
 	FailNext error
+	// staged is what Append staged for the next Run.
+	staged *ruleset.Transaction
+}
+
+// Append implements nftables.Conn: the operations wait for the next Run.
+func (f *Fake) Append(_ context.Context, tx *ruleset.Transaction) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.staged == nil {
+		f.staged = ruleset.NewTransaction(tx.Family, tx.Table)
+	} else if f.staged.Family != tx.Family || f.staged.Table != tx.Table {
+		f.staged = nil
+		return fmt.Errorf("a transaction on %s %s after operations staged on another table", tx.Family, tx.Table)
+	}
+	f.staged.Ops = append(f.staged.Ops, tx.Ops...)
+	return nil
+}
+
+// Discard implements nftables.Conn.
+func (f *Fake) Discard() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.staged = nil
 }
 
 type tableKey struct {
@@ -51,6 +74,15 @@ func (f *Fake) SetForeign(fam ruleset.Family, table string) {
 func (f *Fake) Run(_ context.Context, tx *ruleset.Transaction) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if staged := f.staged; staged != nil {
+		f.staged = nil
+		if staged.Family != tx.Family || staged.Table != tx.Table {
+			return fmt.Errorf("a transaction on %s %s after operations staged on another table", tx.Family, tx.Table)
+		}
+		whole := ruleset.NewTransaction(tx.Family, tx.Table)
+		whole.Ops = append(staged.Ops, tx.Ops...)
+		tx = whole
+	}
 	if err := f.FailNext; err != nil {
 		f.FailNext = nil
 		return err
