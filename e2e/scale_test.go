@@ -301,13 +301,22 @@ func reportScale(t *testing.T, n, eps, ports int, rows []scaleResult) {
 }
 
 func percentile(ds []time.Duration, p int) string {
-	if len(ds) == 0 {
+	v, ok := nth(ds, p)
+	if !ok {
 		return "-"
+	}
+	return v.Round(time.Millisecond).String()
+}
+
+// nth is the p-th percentile of ds (nearest rank); false when ds is empty.
+func nth(ds []time.Duration, p int) (time.Duration, bool) {
+	if len(ds) == 0 {
+		return 0, false
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
-	return s[max(0, min(i, len(s))-1)].Round(time.Millisecond).String()
+	return s[max(0, min(i, len(s))-1)], true
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }

@@ -106,11 +106,9 @@ func reportTrace(t *testing.T, proxy string, d *framework.Daemon, r scaleResult)
 
 // percentileFine is percentile to a tenth of a millisecond.
 func percentileFine(ds []time.Duration, p int) string {
-	if len(ds) == 0 {
+	v, ok := nth(ds, p)
+	if !ok {
 		return "-"
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return fmt.Sprintf("%.1f ms", float64(s[max(0, min(i, len(s))-1)].Microseconds())/1000)
+	return fmt.Sprintf("%.1f ms", float64(v.Microseconds())/1000)
 }

@@ -148,20 +148,11 @@ func (d *desiredTable) addElements(set string, els []ruleset.Element) {
 // write stages a whole render into a table created in the same
 // transaction.
 func (d *desiredTable) write(tx *ruleset.Transaction) {
+	sets := make(map[string]*ruleset.Set, len(d.sets))
 	for _, s := range d.sets {
-		tx.AddSet(s)
+		sets[s.Name] = s
 	}
-	for _, c := range d.chains {
-		tx.AddChain(c)
-	}
-	for _, c := range d.chains {
-		for _, r := range c.Rules {
-			tx.AddRule(c.Name, r)
-		}
-	}
-	for _, s := range d.sets {
-		tx.AddElements(s, d.elements[s.Name])
-	}
+	d.writeChunk(tx, sets)
 }
 
 // record describes what a full sync writes, to keep once it committed.

@@ -30,6 +30,16 @@ func oneTransactionDump(t *testing.T, state *proxier.State, node flowtest.NodeCo
 	return out
 }
 
+// checkDumps compares the fake's table of each family with want.
+func checkDumps(t *testing.T, fake *nfttest.Fake, want map[ruleset.Family]string, what string) {
+	t.Helper()
+	for _, fam := range families {
+		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
+			t.Errorf("%s: %s wrote another table than one transaction of the same state:\n%s\nwant:\n%s", fam, what, got, want[fam])
+		}
+	}
+}
+
 // hooked counts the chains a transaction adds that a hook enters by.
 func hooked(tx *ruleset.Transaction) int {
 	n := 0
@@ -50,11 +60,7 @@ func TestChunkedFirstSync(t *testing.T) {
 	defer nftables.SetChunkObjects(1)()
 	fake := nfttest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-	for _, fam := range families {
-		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
-			t.Errorf("%s: chunked first sync wrote another table:\n%s\nwant:\n%s", fam, got, want[fam])
-		}
-	}
+	checkDumps(t, fake, want, "the chunked first sync")
 	checkHookedLast(t, fake.Transactions)
 	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }
@@ -114,26 +120,7 @@ func TestChunkedFirstSyncFailure(t *testing.T) {
 		}
 	}
 	mustSync(t, b, state, &proxier.Diff{})
-	for _, fam := range families {
-		if got := conn.Dump(fam, nftables.TableName); got != want[fam] {
-			t.Errorf("%s: the sync after the failure wrote another table:\n%s\nwant:\n%s", fam, got, want[fam])
-		}
-	}
-}
-
-// TestRestartOverLiveTableIsOneTransaction: over a table hooks reach, the
-// first sync of a new daemon rewrites it in one transaction (a chunk
-// committed alone would leave the old rules beside the new ones).
-func TestRestartOverLiveTableIsOneTransaction(t *testing.T) {
-	state, node := flowtest.Fixture()
-	defer nftables.SetChunkObjects(1)()
-	fake := nfttest.NewFake()
-	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-	before := len(fake.Transactions)
-	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-	if n := len(fake.Transactions) - before; n != len(families) {
-		t.Errorf("a restart over a live table took %d transactions, want one per family", n)
-	}
+	checkDumps(t, conn.Fake, want, "the sync after the failure")
 }
 
 // TestRestartOverLiveTableRewritesWhole: a new daemon over a live table
@@ -161,11 +148,7 @@ func TestRestartOverLiveTableRewritesWhole(t *testing.T) {
 	if n := len(fake.Transactions) - committed; n != len(families) {
 		t.Errorf("the restart committed %d transactions, want one per family", n)
 	}
-	for _, fam := range families {
-		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
-			t.Errorf("%s: the restart left another table than a first sync of its state:\n%s\nwant:\n%s", fam, got, want[fam])
-		}
-	}
+	checkDumps(t, fake, want, "the restart")
 }
 
 // TestRestartOverLiveTableFailsWhole: when the kernel rejects the one

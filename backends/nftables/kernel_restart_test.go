@@ -5,7 +5,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
-	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -74,20 +73,7 @@ func TestKernelRestartAfterPartialSyncs(t *testing.T) {
 	kernelSync(t, ns, kernelBackend(t, node), st, fullDiff())
 	fake := nfttest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), st, fullDiff())
-	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
-		var got nftables.TableCounts
-		err := kerneltest.InNetns(ns, func() (err error) {
-			got, err = nftables.NewNetlinkConn().Counts(context.Background(), fam, nftables.TableName)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := fake.Counts(context.Background(), fam, nftables.TableName)
-		if !maps.Equal(got.Rules, want.Rules) || !maps.Equal(got.Elements, want.Elements) {
-			t.Errorf("%s: after the restart the kernel holds %v / %v, a first sync of the same state %v / %v", fam, got.Rules, got.Elements, want.Rules, want.Elements)
-		}
-	}
+	checkKernelCounts(t, ns, fake)
 }
 
 // addForeignTables gives the namespace what a node holds besides

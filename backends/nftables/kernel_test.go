@@ -64,6 +64,22 @@ func kernelFixtureMatchesFake(t *testing.T) {
 	kernelSync(t, ns, kernelBackend(t, node), state, fullDiff())
 	fake := nfttest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	checkKernelCounts(t, ns, fake)
+	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
+		out := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "list", "table", string(fam), nftables.TableName)
+		for _, s := range []string{"chain services", "vmap @service-ips", "map endpoints-0"} {
+			if !strings.Contains(out, s) {
+				t.Errorf("nft list table %s: no %q in:\n%s", fam, s, out)
+			}
+		}
+		t.Logf("nft list table %s %s:\n%s", fam, nftables.TableName, out)
+	}
+}
+
+// checkKernelCounts compares what the kernel holds in the namespace
+// (rules per chain, elements per set) with what the fake holds.
+func checkKernelCounts(t *testing.T, ns string, fake *nfttest.Fake) {
+	t.Helper()
 	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 		var got nftables.TableCounts
 		err := kerneltest.InNetns(ns, func() (err error) {
@@ -77,12 +93,5 @@ func kernelFixtureMatchesFake(t *testing.T) {
 		if !maps.Equal(got.Rules, want.Rules) || !maps.Equal(got.Elements, want.Elements) {
 			t.Errorf("%s: kernel holds %v / %v, fake %v / %v", fam, got.Rules, got.Elements, want.Rules, want.Elements)
 		}
-		out := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "list", "table", string(fam), nftables.TableName)
-		for _, s := range []string{"chain services", "vmap @service-ips", "map endpoints-0"} {
-			if !strings.Contains(out, s) {
-				t.Errorf("nft list table %s: no %q in:\n%s", fam, s, out)
-			}
-		}
-		t.Logf("nft list table %s %s:\n%s", fam, nftables.TableName, out)
 	}
 }
