@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -43,11 +42,10 @@ type syncResult struct {
 	rules, added, deleted int
 }
 
-// full rewrites the whole table. A table of ours is written in chunks
-// (fullChunked): committed one by one while no hook reaches it, else as
-// one transaction. Another program's table (kube-proxy's) is replaced
-// through the handover table, each in one transaction: chains and sets
-// first, then rules, then elements, so that the rules bind empty maps.
+// full rewrites the whole table, in chunks (fullChunked): committed one by
+// one while no hook reaches it, else as one transaction. Another
+// program's table (kube-proxy's) is replaced through the handover table
+// (replaceForeign).
 func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (syncResult, error) {
 	existing, exists, err := conn.ListObjects(ctx, f.fc.nft, TableName)
 	if err != nil {
@@ -58,29 +56,7 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 		idle := notLive(f.fc, existing)
 		return f.fullChunked(ctx, conn, st, chunkPlan{recreate: exists && idle, live: exists && !idle, existing: existing})
 	}
-	d := f.renderAll(st)
-	if err := f.openHandover(ctx, conn, d, existing); err != nil {
-		return syncResult{full: true}, err
-	}
-	tx := ruleset.NewTransaction(f.fc.nft, TableName)
-	tx.DeleteTable()
-	tx.AddTable()
-	d.write(tx)
-	w, orders := f.record(st, d)
-	// From here the transaction alone holds the render, and the conn
-	// drops each part once it has encoded it.
-	d = nil
-	tx.SetDisposable()
-	synctrace.Mark(ctx, "render")
-	err = conn.Run(ctx, tx)
-	synctrace.Mark(ctx, "commit")
-	if err != nil {
-		return syncResult{full: true}, err
-	}
-	f.w, f.orders, f.needFull = w, orders, false
-	f.closeHandover(ctx, conn)
-	rules, added, deleted := tx.Counts()
-	return syncResult{full: true, rules: rules, added: added, deleted: deleted}, nil
+	return f.replaceForeign(ctx, conn, st, existing)
 }
 
 // allocateGroups gives every endpoint group of the state an identifier,
@@ -101,35 +77,13 @@ func (f *familySync) allocateGroups(st *proxier.State) {
 	}
 }
 
-// desiredTable is a whole render of one family.
+// desiredTable is a render, or a chunk of one, of one family.
 type desiredTable struct {
 	chains   []*ruleset.Chain // table-wide chains first, then per port in order
 	sets     []*ruleset.Set
 	elements map[string][]ruleset.Element
 	orders   map[groupKey][]netip.AddrPort
 	hairpin  *addrCounts
-}
-
-func (f *familySync) renderAll(st *proxier.State) *desiredTable {
-	d := &desiredTable{chains: baseChains(f.fc), sets: baseSets(f.fc),
-		elements: map[string][]ruleset.Element{}, orders: map[groupKey][]netip.AddrPort{}, hairpin: newAddrCounts()}
-	for i := range f.ids.mapCount() {
-		d.sets = append(d.sets, endpointMapSet(endpointMap(i*groupsPerMap)))
-	}
-	r := f.renderer(st.Node)
-	for _, name := range sortedNames(st.Services) {
-		o := r.render(st.Services[name], st.Endpoints[name])
-		if o == nil {
-			continue
-		}
-		d.chains = append(d.chains, o.chains...)
-		d.sets = append(d.sets, o.sets...)
-		mergeOrders(d.orders, o.orders)
-		for set, els := range o.elements {
-			d.addElements(set, els)
-		}
-	}
-	return d
 }
 
 // addElements collects elements, the hairpin set's once per address.
@@ -143,24 +97,6 @@ func (d *desiredTable) addElements(set string, els []ruleset.Element) {
 		}
 		d.elements[set] = append(d.elements[set], e)
 	}
-}
-
-// write stages a whole render into a table created in the same
-// transaction.
-func (d *desiredTable) write(tx *ruleset.Transaction) {
-	sets := make(map[string]*ruleset.Set, len(d.sets))
-	for _, s := range d.sets {
-		sets[s.Name] = s
-	}
-	d.writeChunk(tx, sets)
-}
-
-// record describes what a full sync writes, to keep once it committed.
-func (f *familySync) record(st *proxier.State, d *desiredTable) (*written, map[groupKey][]netip.AddrPort) {
-	w := newWritten()
-	w.prev, w.hairpin = st, d.hairpin
-	w.add(d)
-	return w, d.orders
 }
 
 // add counts what a render (or a chunk of one) writes: its sets, the

@@ -38,6 +38,8 @@ func notLive(fc *familyConfig, objs TableObjects) bool {
 
 // chunkPlan says how a full sync of a table of ours is cut.
 type chunkPlan struct {
+	// table is the table written: TableName unless set (HandoverTable).
+	table string
 	// recreate deletes the table first: it exists but no hook reaches it.
 	recreate bool
 	// live: hooks reach the table. Its chunks are then staged (Append)
@@ -61,6 +63,20 @@ type chunkPlan struct {
 // the rules in force change at once. Either way no step holds the whole
 // table rendered.
 func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.State, plan chunkPlan) (syncResult, error) {
+	c, err := f.writeChunked(ctx, conn, st, plan)
+	if err != nil {
+		return c.result(), err
+	}
+	f.w, f.orders, f.needFull = c.w, c.orders, false
+	f.closeHandover(ctx, conn)
+	return c.result(), nil
+}
+
+// writeChunked renders the state a chunk at a time into plan's table.
+func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.State, plan chunkPlan) (*chunker, error) {
+	if plan.table == "" {
+		plan.table = TableName
+	}
 	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: map[groupKey][]netip.AddrPort{}}
 	c.w.prev = st
 	c.begin()
@@ -74,18 +90,16 @@ func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.Sta
 		mergeOrders(c.orders, o.orders)
 		if c.size >= chunkObjects {
 			if err := c.commit(ctx, false); err != nil {
-				return c.result(), err
+				return c, err
 			}
 		}
 	}
 	c.end()
 	if err := c.commit(ctx, true); err != nil {
-		return c.result(), err
+		return c, err
 	}
-	f.w, f.orders, f.needFull = c.w, c.orders, false
-	f.closeHandover(ctx, conn)
-	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "live", plan.live, "chunks", c.chunks)
-	return c.result(), nil
+	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "table", plan.table, "live", plan.live, "chunks", c.chunks)
+	return c, nil
 }
 
 // chunker stages one transaction of a chunked sync at a time, and keeps
@@ -173,7 +187,7 @@ func baseChainsWhere(fc *familyConfig, hooked bool) []*ruleset.Chain {
 }
 
 func (c *chunker) next() {
-	c.tx = ruleset.NewTransaction(c.f.fc.nft, TableName)
+	c.tx = ruleset.NewTransaction(c.f.fc.nft, c.plan.table)
 	c.d = &desiredTable{elements: map[string][]ruleset.Element{}, hairpin: c.w.hairpin}
 	c.size = 0
 }

@@ -3,6 +3,7 @@ package nftables_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
@@ -166,4 +167,52 @@ func TestRestartOverLiveTableFailsWhole(t *testing.T) {
 	if got := fake.Dump(ruleset.IPv4, nftables.TableName); got != want {
 		t.Errorf("a failed restart changed the table:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestForeignTableReplacedInChunks: kube-proxy's table replaced a chunk
+// per service port: after every commit the foreign table or a complete
+// live table (the handover table, then ours) is there, and ours ends as a
+// first sync of the state writes it.
+func TestForeignTableReplacedInChunks(t *testing.T) {
+	state, node := flowtest.Fixture()
+	want := oneTransactionDump(t, state, node)
+	defer nftables.SetChunkObjects(1)()
+	fake := nfttest.NewFake()
+	upstream := ruleset.NewTransaction(ruleset.IPv4, nftables.TableName)
+	upstream.AddTable()
+	upstream.AddChain(&ruleset.Chain{Name: "cluster-ips-check"})
+	if err := fake.Run(t.Context(), upstream); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetForeign(ruleset.IPv4, nftables.TableName)
+	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+	checkDumps(t, fake, want, "the replacement")
+
+	replay := nfttest.NewFake()
+	for i, tx := range fake.Transactions {
+		if err := replay.Run(t.Context(), tx); err != nil {
+			t.Fatalf("replaying transaction %d: %v", i, err)
+		}
+		if tx.Family != ruleset.IPv4 || i == 0 {
+			continue
+		}
+		ours, handover := replay.Table(ruleset.IPv4, nftables.TableName), replay.Table(ruleset.IPv4, nftables.HandoverTable)
+		foreign := ours != nil && ours.Chains["cluster-ips-check"] != nil
+		if !foreign && !complete(handover, want[ruleset.IPv4]) && !complete(ours, want[ruleset.IPv4]) {
+			t.Errorf("after transaction %d (%s) neither the foreign table nor a complete live table is there", i, tx.Table)
+		}
+	}
+}
+
+// complete tells whether a table is live (a hook enters it) and holds the
+// whole ruleset: the same dump as want, under its own name.
+func complete(tbl *ruleset.Table, want string) bool {
+	if tbl == nil {
+		return false
+	}
+	live := false
+	for _, c := range tbl.Chains {
+		live = live || c.Hook != nil
+	}
+	return live && strings.ReplaceAll(tbl.Dump(), nftables.HandoverTable, nftables.TableName) == want
 }

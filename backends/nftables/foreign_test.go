@@ -12,8 +12,9 @@ import (
 )
 
 // A kube-proxy table another program created (kube-proxy's own nftables
-// mode) is replaced whole by the first sync, in one transaction, so none
-// of its objects survives; switchyard's own table is never replaced.
+// mode) is replaced whole by the first sync, through the handover table,
+// so none of its objects survives; switchyard's own table is never
+// replaced.
 func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 	state, node := flowtest.Fixture()
 	fake := nfttest.NewFake()
@@ -27,26 +28,27 @@ func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 
 	b := flowBackend(t, fake, node)
 	mustSync(t, b, state, fullDiff())
-	// IPv4: the handover table first, with the whole ruleset; then the
-	// foreign table replaced; then the handover table deleted.
+	// IPv4 (the fixture fits one chunk): the handover table with the
+	// whole ruleset; the foreign table deleted; ours with the same
+	// ruleset; the handover table deleted.
 	var v4 []*ruleset.Transaction
 	for _, tx := range fake.Transactions[1:] {
 		if tx.Family == ruleset.IPv4 {
 			v4 = append(v4, tx)
 		}
 	}
-	if len(v4) != 3 {
-		t.Fatalf("%d IPv4 transactions, want 3 (handover, replace, handover deleted)", len(v4))
+	if len(v4) != 4 {
+		t.Fatalf("%d IPv4 transactions, want 4 (handover, foreign deleted, ours, handover deleted)", len(v4))
 	}
-	handover, replace, drop := v4[0], v4[1], v4[2]
-	if handover.Table != nftables.HandoverTable || replace.Table != nftables.TableName || drop.Table != nftables.HandoverTable {
-		t.Fatalf("transactions on tables %s, %s, %s", handover.Table, replace.Table, drop.Table)
+	handover, del, ours, drop := v4[0], v4[1], v4[2], v4[3]
+	if handover.Table != nftables.HandoverTable || del.Table != nftables.TableName || ours.Table != nftables.TableName || drop.Table != nftables.HandoverTable {
+		t.Fatalf("transactions on tables %s, %s, %s, %s", handover.Table, del.Table, ours.Table, drop.Table)
 	}
-	if h, r := len(handover.Ops), len(replace.Ops); h+1 != r {
-		t.Errorf("the handover table got %d operations, the replacement %d: want the same ruleset", h, r)
+	if h, r := len(handover.Ops), len(ours.Ops); h != r {
+		t.Errorf("the handover table got %d operations, ours %d: want the same ruleset", h, r)
 	}
-	if replace.Ops[0].Kind != ruleset.OpDeleteTable || replace.Ops[1].Kind != ruleset.OpAddTable {
-		t.Fatalf("the replacement starts with %s, %s; want delete table, add table", replace.Ops[0].String(), replace.Ops[1].String())
+	if len(del.Ops) != 1 || del.Ops[0].Kind != ruleset.OpDeleteTable {
+		t.Errorf("the second transaction has %d operations, want only the foreign table deleted", len(del.Ops))
 	}
 	if drop.Ops[0].Kind != ruleset.OpDeleteTable {
 		t.Errorf("the last transaction is %s, want the handover table deleted", drop.Ops[0].String())

@@ -7,41 +7,48 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // HandoverTable holds a copy of switchyard's rules while a kube-proxy
 // table another program created (kube-proxy's own nftables mode) is
 // replaced. Its sets may share our names with other types, so that table
-// must be deleted and ours created in its place; but the sets of a table
-// created in a transaction do not answer lookups for a moment after the
-// commit makes their rules live (measured at 10k services: ~180 ms of
-// NodePort connections refused). So the first sync over such a table
-// makes before it breaks:
-//  1. the whole ruleset goes into this table, beside the foreign one;
-//  2. the foreign table is deleted and ours created, in one transaction;
-//     a packet our new table does not translate yet is translated here;
-//  3. this table is deleted.
+// must be deleted and ours created in its place; the handover table
+// serves meanwhile, so no packet finds neither:
+//  1. the whole ruleset goes into this table, beside the foreign one,
+//     in chunks with its hooked chains last (as a first sync's);
+//  2. the foreign table is deleted; this one translates everything;
+//  3. ours is written in chunks, hooked chains last;
+//  4. this table is deleted.
 //
-// A handover table left by a daemon that died between the steps is
-// deleted by the next full sync.
+// The sets of a table created in a transaction do not answer lookups for
+// a moment after the commit that makes their rules live (measured at 10k
+// services: ~180 ms of NodePort connections refused when one transaction
+// replaced the foreign table with ours): here every commit that makes a
+// table live finds its sets made by earlier ones, and another table
+// complete and live beside it. A handover table left by a daemon that
+// died between the steps is deleted by the next full sync.
 const HandoverTable = "kube-proxy-handover"
 
-// openHandover is step 1.
-func (f *familySync) openHandover(ctx context.Context, conn Conn, d *desiredTable, foreign TableObjects) error {
+// replaceForeign runs steps 1-4 for a foreign table. A failure leaves a
+// table the next full sync can start from: the foreign one (step 1), or
+// the handover table serving beside ours unreachable (step 3).
+func (f *familySync) replaceForeign(ctx context.Context, conn Conn, st *proxier.State, foreign TableObjects) (syncResult, error) {
 	klog.InfoS("Replacing a kube-proxy table another program created, through a handover table",
 		"family", f.fc.nft, "table", TableName, "chains", len(foreign.Chains), "sets", len(foreign.Sets), "handover", HandoverTable)
-	tx := ruleset.NewTransaction(f.fc.nft, HandoverTable)
-	if _, exists, err := conn.ListObjects(ctx, f.fc.nft, HandoverTable); err != nil {
-		return fmt.Errorf("listing table %s %s: %w", f.fc.nft, HandoverTable, err)
-	} else if exists {
-		tx.DeleteTable()
+	_, exists, err := conn.ListObjects(ctx, f.fc.nft, HandoverTable)
+	if err != nil {
+		return syncResult{full: true}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, HandoverTable, err)
 	}
-	tx.AddTable()
-	d.write(tx)
+	if _, err := f.writeChunked(ctx, conn, st, chunkPlan{table: HandoverTable, recreate: exists}); err != nil {
+		return syncResult{full: true}, fmt.Errorf("handover table %s %s: %w", f.fc.nft, HandoverTable, err)
+	}
+	tx := ruleset.NewTransaction(f.fc.nft, TableName)
+	tx.DeleteTable()
 	if err := conn.Run(ctx, tx); err != nil {
-		return fmt.Errorf("handover table %s %s: %w", f.fc.nft, HandoverTable, err)
+		return syncResult{full: true}, fmt.Errorf("deleting the foreign table %s %s: %w", f.fc.nft, TableName, err)
 	}
-	return nil
+	return f.fullChunked(ctx, conn, st, chunkPlan{})
 }
 
 // closeHandover is step 3, and removes a handover table a previous
