@@ -14,8 +14,9 @@
 # harness, hack/bench/userspace), BENCH_USERSPACE_CONNS (1000),
 # BENCH_TAKEOVER (1; 0 skips the takeover at scale), BENCH_TAKEOVER_SERVICES
 # (10000), BENCH_SCALE (1; 0 skips the side-by-side scale runs),
-# BENCH_SCALE_SIZES ("10000x10 5000x50"), BENCH_SCALE_PROXIES,
-# BENCH_SCALE_CHANGES (20).
+# BENCH_SCALE_SIZES ("10000x10 5000x50 44000x1x2"), BENCH_SCALE_PROXIES,
+# BENCH_SCALE_CHANGES (20), BENCH_SCALE_BURST (1000), BENCH_SCALE_IPTABLES
+# ("1000x10").
 # The end-to-end suite of issue 16 (real proxier, the daemon's default
 # flags; its rows go into the iptables harness's table after the first-sync
 # rows): BENCH_E2E (1; 0 skips it), BENCH_E2E_BACKENDS ("iptables-nft
@@ -91,21 +92,34 @@ if [ "${BENCH_TAKEOVER:-1}" != 0 ]; then
     grep -E 'takeover_test.go|takeover_scale_test.go|^(---|ok|FAIL)' || true
 fi
 # Scale side by side (e2e TestScale, a real apiserver): for each
-# BENCH_SCALE_SIZES entry ("10000x10 5000x50"), the proxies of
-# BENCH_SCALE_PROXIES ("switchyard:nftables kube-proxy:nftables
-# switchyard:iptables") in turn over the same services: first sync, change
-# latencies (BENCH_SCALE_CHANGES, 20), peak and settled RSS.
-# BENCH_SCALE=0 skips it.
+# BENCH_SCALE_SIZES entry, SERVICESxENDPOINTS[xPORTS] ("10000x10 5000x50
+# 44000x1x2", the issue's three workloads), the proxies of
+# BENCH_SCALE_PROXIES ("switchyard:nftables kube-proxy:nftables") in turn
+# over the same services: first sync, change latencies
+# (BENCH_SCALE_CHANGES, 20) with switchyard's phase breakdown, peak and
+# settled RSS, a restart over its own rules, and a burst of
+# BENCH_SCALE_BURST (1000) EndpointSlice updates over 10 s; then the
+# iptables mode at BENCH_SCALE_IPTABLES ("1000x10"; empty skips it) beside
+# kube-proxy's. kube-proxy is cut at 10 min. BENCH_SCALE=0 skips it all.
+scale_run() { # SIZE PROXIES
+  local size=$1 n e p
+  IFS=x read -r n e p <<<"$size"
+  echo "bench: scale $size ($2)" >&2
+  SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_SCALE_SERVICES="$n" SWITCHYARD_SCALE_ENDPOINTS="$e" \
+    SWITCHYARD_SCALE_PORTS="${p:-1}" SWITCHYARD_SCALE_CHANGES="${BENCH_SCALE_CHANGES:-20}" \
+    SWITCHYARD_SCALE_TRACE=1 SWITCHYARD_SCALE_RESTART=1 SWITCHYARD_SCALE_BURST="${BENCH_SCALE_BURST:-1000}" \
+    SWITCHYARD_SCALE_PROXIES="$2" \
+    $GO test -tags e2e -count=1 -p 1 -timeout 150m -v -run '^TestScale$' ./e2e/ |
+    grep -E 'scale_test.go|scale_trace_test.go|^ *[|]|^ *[0-9]+ services|: where the time goes|^(---|ok|FAIL)' || true
+}
 if [ "${BENCH_SCALE:-1}" != 0 ]; then
   $GO build -o "$tmp/switchyard" ./cmd/switchyard
   hack/build-tools.sh >/dev/null
-  for size in ${BENCH_SCALE_SIZES:-10000x10 5000x50}; do
-    echo "bench: scale $size" >&2
-    SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_SCALE_SERVICES="${size%x*}" SWITCHYARD_SCALE_ENDPOINTS="${size#*x}" \
-      SWITCHYARD_SCALE_CHANGES="${BENCH_SCALE_CHANGES:-20}" \
-      SWITCHYARD_SCALE_PROXIES="${BENCH_SCALE_PROXIES:-switchyard:nftables kube-proxy:nftables switchyard:iptables}" \
-      $GO test -tags e2e -count=1 -p 1 -timeout 90m -v -run '^TestScale$' ./e2e/ |
-      grep -E 'scale_test.go|^ *[|]|^ *[0-9]+ services|^(---|ok|FAIL)' || true
+  for size in ${BENCH_SCALE_SIZES:-10000x10 5000x50 44000x1x2}; do
+    scale_run "$size" "${BENCH_SCALE_PROXIES:-switchyard:nftables kube-proxy:nftables}"
+  done
+  for size in ${BENCH_SCALE_IPTABLES-1000x10}; do
+    scale_run "$size" "switchyard:iptables kube-proxy:iptables"
   done
 fi
 # Userspace mode: short TCP connections through a userspace ClusterIP vs an
