@@ -76,8 +76,13 @@ func testUserspaceRestart(sig string) func(t *testing.T) {
 		if _, err := framework.Echo(t.Context(), m.Topo.ClientNS, "tcp", addr); err != nil {
 			t.Fatal(err)
 		}
-		if after := relayedBytes(t, d, svc.Namespace+"/"+svc.Name+":tcp"); after <= before {
-			t.Errorf("the restarted proxy relayed nothing (%v bytes before and after a request): traffic stayed on the fallback", before)
+		// The proxy counts a connection's bytes as it relays them, which
+		// may end after the client has its echo: poll briefly.
+		err = framework.WaitFor(2*time.Second, func() (bool, error) {
+			return relayedBytes(t, d, svc.Namespace+"/"+svc.Name+":tcp") > before, nil
+		})
+		if err != nil {
+			t.Errorf("the restarted proxy relayed nothing (%v bytes before and 2 s after a request): traffic stayed on the fallback", before)
 		}
 	}
 }
