@@ -290,7 +290,7 @@ func reportScale(t *testing.T, n, eps, ports int, rows []scaleResult) {
 		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s | %.1f MB | %.1f / %.1f (%.1f) MB | %d |\n", r.name, secs(r.firstSync),
 			percentile(ch, 50), percentile(ch, 99), percentile(news, 50), mb(r.peak), mb(r.afterSync), mb(r.settled), mb(r.settledAnon), r.answered)
 		if bu := r.burst; bu.updates > 0 {
-			lat := "not traced"
+			lat := "not traced | -"
 			if len(bu.latencies) > 0 {
 				lat = fmt.Sprintf("%d syncs | %s / %s (update -> synced, p50 / p99)", bu.syncs, percentile(bu.latencies, 50), percentile(bu.latencies, 99))
 			}
