@@ -178,13 +178,7 @@ func TestForeignTableReplacedInChunks(t *testing.T) {
 	want := oneTransactionDump(t, state, node)
 	defer nftables.SetChunkObjects(1)()
 	fake := nfttest.NewFake()
-	upstream := ruleset.NewTransaction(ruleset.IPv4, nftables.TableName)
-	upstream.AddTable()
-	upstream.AddChain(&ruleset.Chain{Name: "cluster-ips-check"})
-	if err := fake.Run(t.Context(), upstream); err != nil {
-		t.Fatal(err)
-	}
-	fake.SetForeign(ruleset.IPv4, nftables.TableName)
+	addUpstreamTable(t, fake)
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	checkDumps(t, fake, want, "the replacement")
 

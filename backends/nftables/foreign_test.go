@@ -18,13 +18,7 @@ import (
 func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 	state, node := flowtest.Fixture()
 	fake := nfttest.NewFake()
-	upstream := ruleset.NewTransaction(ruleset.IPv4, nftables.TableName)
-	upstream.AddTable()
-	upstream.AddChain(&ruleset.Chain{Name: "cluster-ips-check"})
-	if err := fake.Run(t.Context(), upstream); err != nil {
-		t.Fatal(err)
-	}
-	fake.SetForeign(ruleset.IPv4, nftables.TableName)
+	addUpstreamTable(t, fake)
 
 	b := flowBackend(t, fake, node)
 	mustSync(t, b, state, fullDiff())
@@ -173,4 +167,17 @@ func TestRemoveLeftoversAfterAdoption(t *testing.T) {
 			t.Errorf("%s: kube-proxy's objects removed too", fam)
 		}
 	}
+}
+
+// addUpstreamTable gives the fake an IPv4 kube-proxy table another
+// program made (kube-proxy's nftables mode), with one of its chains.
+func addUpstreamTable(t *testing.T, fake *nfttest.Fake) {
+	t.Helper()
+	upstream := ruleset.NewTransaction(ruleset.IPv4, nftables.TableName)
+	upstream.AddTable()
+	upstream.AddChain(&ruleset.Chain{Name: "cluster-ips-check"})
+	if err := fake.Run(t.Context(), upstream); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetForeign(ruleset.IPv4, nftables.TableName)
 }
