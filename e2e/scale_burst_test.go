@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 )
@@ -69,9 +69,7 @@ func scaleBurst(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *fr
 // burstWrite is one update: when it began and when the apiserver answered.
 type burstWrite struct{ start, done time.Time }
 
-func runBurstWrites(t *testing.T, api interface {
-	Update(ctx context.Context, s *discoveryv1.EndpointSlice, o metav1.UpdateOptions) (*discoveryv1.EndpointSlice, error)
-}, objs []*discoveryv1.EndpointSlice) []burstWrite {
+func runBurstWrites(t *testing.T, api discoveryclient.EndpointSliceInterface, objs []*discoveryv1.EndpointSlice) []burstWrite {
 	jobs := make(chan int)
 	writes := make([]burstWrite, len(objs))
 	var wg sync.WaitGroup

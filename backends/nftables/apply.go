@@ -82,7 +82,6 @@ type desiredTable struct {
 	chains   []*ruleset.Chain // table-wide chains first, then per port in order
 	sets     []*ruleset.Set
 	elements map[string][]ruleset.Element
-	orders   map[groupKey][]netip.AddrPort
 	hairpin  *addrCounts
 }
 
@@ -104,8 +103,8 @@ func (d *desiredTable) addElements(set string, els []ruleset.Element) {
 func (w *written) add(d *desiredTable) {
 	for _, s := range d.sets {
 		w.sets[s.Name] = s
-		if !s.Dynamic {
-			w.counts[s.Name] += 0
+		if _, ok := w.counts[s.Name]; !ok && !s.Dynamic {
+			w.counts[s.Name] = 0 // counted even while empty
 		}
 	}
 	for name, els := range d.elements {

@@ -55,42 +55,37 @@ func (p *gcProbe) Sync(context.Context, *proxier.State, *proxier.Diff) (proxier.
 	return proxier.SyncResult{}, nil
 }
 
-// With GOGC set by the operator, a full sync runs at half the GC percent;
-// a partial one at the operator's, which is restored afterwards.
-func TestFullSyncGCHalvesGOGC(t *testing.T) {
-	prev := debug.SetGCPercent(80)
-	defer debug.SetGCPercent(prev)
-	p := &gcProbe{}
-	b := fullSyncGC{Backend: p, operatorSet: true}
-	for _, full := range []bool{true, false, true} {
-		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if want := []int{40, 80, 40}; !slices.Equal(p.seen, want) {
-		t.Errorf("GC percent during syncs (full, partial, full) = %v, want %v", p.seen, want)
-	}
-	if cur := debug.SetGCPercent(80); cur != 80 {
-		t.Errorf("GC percent after the syncs = %d, want 80 restored", cur)
-	}
-}
-
-// Without GOGC the process runs at Go's 100 until its first full sync,
-// then at 50 for every sync and in between.
-func TestFullSyncGCDefault(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(prev)
-	p := &gcProbe{}
-	b := fullSyncGC{Backend: p}
-	for _, full := range []bool{false, true, false} {
-		if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if want := []int{100, 50, 50}; !slices.Equal(p.seen, want) {
-		t.Errorf("GC percent during syncs (partial, full, partial) = %v, want %v", p.seen, want)
-	}
-	if cur := debug.SetGCPercent(100); cur != 50 {
-		t.Errorf("GC percent after the syncs = %d, want 50", cur)
+// The GC percent in force during syncs and after them: with GOGC set by
+// the operator (80 here) a full sync runs at half of it and the
+// operator's is restored; without it the process runs at Go's 100 until
+// its first full sync, then at 50 for every sync and in between.
+func TestFullSyncGC(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		operatorSet  bool
+		start, after int
+		fulls        []bool
+		during       []int
+	}{
+		{"GOGC set", true, 80, 80, []bool{true, false, true}, []int{40, 80, 40}},
+		{"GOGC unset", false, 100, 50, []bool{false, true, false}, []int{100, 50, 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := debug.SetGCPercent(tc.start)
+			defer debug.SetGCPercent(prev)
+			p := &gcProbe{}
+			b := fullSyncGC{Backend: p, operatorSet: tc.operatorSet}
+			for _, full := range tc.fulls {
+				if _, err := b.Sync(context.Background(), stateWith(1), &proxier.Diff{Full: full}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(p.seen, tc.during) {
+				t.Errorf("GC percent during syncs (full: %v) = %v, want %v", tc.fulls, p.seen, tc.during)
+			}
+			if cur := debug.SetGCPercent(tc.start); cur != tc.after {
+				t.Errorf("GC percent after the syncs = %d, want %d", cur, tc.after)
+			}
+		})
 	}
 }
