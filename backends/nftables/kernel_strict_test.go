@@ -2,6 +2,7 @@ package nftables_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
@@ -32,6 +33,8 @@ func TestKernelRejectsWhatTheFakeRejects(t *testing.T) {
 				r.Bad(bad)
 				if err := conn.Run(ctx, bad); err == nil {
 					t.Errorf("the kernel accepted it")
+				} else if !strings.Contains(err.Error(), "rejected the transaction: ") || !strings.Contains(err.Error(), `"`) {
+					t.Errorf("the error does not name the object the kernel refused: %v", err)
 				} else {
 					t.Logf("kernel: %v", err)
 				}

@@ -3,9 +3,7 @@ package nftables
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	gnft "github.com/google/nftables"
@@ -13,27 +11,30 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 )
 
 // NetlinkConn talks to nf_tables over netlink in the caller's network
-// namespace (github.com/google/nftables builds the messages). Every Run is
-// one batch: the kernel commits it whole or not at all.
+// namespace. github.com/google/nftables builds the messages; the batch is
+// laid out and sent here (netlink_wire.go). Every Run is one batch: the
+// kernel commits it whole or not at all.
 type NetlinkConn struct {
 	// bufferBytes sizes the socket buffers: a full sync at 10k services
-	// is one batch of tens of MB, and the kernel acknowledges every
-	// message of it.
+	// is one batch of tens of MB, which one sendmsg must hold.
 	bufferBytes int
 
 	mu sync.Mutex
-	// conn is opened on first use, in the network namespace of the
+	// sock is opened on first use, in the network namespace of the
 	// thread that uses it first, and kept: opening and closing a
 	// netfilter netlink socket per transaction cost ~10 ms each here.
+	sock *nfSocket
+	// conn builds messages only: its "socket" is capture.
 	conn *gnft.Conn
-	// pending is the batch Append staged, which the next Run commits.
+	// pending is the batch Append staged and its wire, which the next
+	// Run commits.
 	pending *batch
+	wire    *wire
 
 	qmu   sync.Mutex
 	query *netlink.Conn // for ListObjects, Counts, Generation
@@ -48,6 +49,10 @@ func NewNetlinkConn() *NetlinkConn { return &NetlinkConn{bufferBytes: 256 << 20}
 // attribute limit (an IPv6 endpoint-map element takes ~60 bytes).
 const maxElementsPerMessage = 512
 
+// opsPerCapture bounds the messages google/nftables holds before they are
+// moved into the wire.
+const opsPerCapture = 256
+
 // Run implements Conn.
 func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 	n.mu.Lock()
@@ -55,19 +60,30 @@ func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 	if err := n.encode(tx); err != nil {
 		return err
 	}
-	c := n.conn
-	n.pending = nil
-	if err := c.Flush(); err != nil {
-		// Answers of a rejected batch may still be queued: start the
-		// next transaction on a fresh socket.
-		n.drop()
-		return summarize(err)
+	w := n.wire
+	n.pending, n.wire = nil, nil
+	if w.msgs == 0 {
+		return nil
+	}
+	if n.sock == nil {
+		s, err := openNFSocket(n.bufferBytes)
+		if err != nil {
+			return err
+		}
+		n.sock = s
+	}
+	if err := n.sock.commit(w); err != nil {
+		// Start the next transaction on a fresh socket, with nothing of
+		// this one's answers left queued.
+		n.sock.close()
+		n.sock = nil
+		return err
 	}
 	return nil
 }
 
 // Append implements Conn: the operations are encoded into the open batch
-// (and a disposable transaction's payload dropped) until Run flushes it.
+// (and a disposable transaction's payload dropped) until Run sends it.
 func (n *NetlinkConn) Append(_ context.Context, tx *ruleset.Transaction) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -78,16 +94,13 @@ func (n *NetlinkConn) Append(_ context.Context, tx *ruleset.Transaction) error {
 func (n *NetlinkConn) Discard() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pending != nil {
-		n.drop()
-	}
+	n.drop()
 }
 
-// encode adds tx's operations to the open batch, opening one (and the
-// socket) if needed.
+// encode adds tx's operations to the open batch, opening one if needed.
 func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 	if n.conn == nil {
-		c, err := gnft.New(gnft.AsLasting(), gnft.WithSockOptions(n.buffers))
+		c, err := gnft.New(gnft.AsLasting(), gnft.WithTestDial(n.capture))
 		if err != nil {
 			return fmt.Errorf("netlink: %w", err)
 		}
@@ -96,7 +109,7 @@ func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 	b := n.pending
 	if b == nil {
 		b = &batch{c: n.conn, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
-		n.pending = b
+		n.pending, n.wire = b, newWire()
 	} else if b.fam != tx.Family || b.table.Name != tx.Table {
 		n.drop()
 		return fmt.Errorf("netlink: a transaction on %s %s after operations staged on %s %s", tx.Family, tx.Table, b.fam, b.table.Name)
@@ -107,43 +120,30 @@ func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 			return fmt.Errorf("operation %d (%s): %w", i, tx.Ops[i].String(), err)
 		}
 		tx.Release(i) // a disposable rewrite is held once: encoded, not rendered
+		if (i+1)%opsPerCapture == 0 {
+			if err := n.move(); err != nil {
+				return err
+			}
+		}
+	}
+	return n.move()
+}
+
+// move hands the messages google/nftables holds to the wire.
+func (n *NetlinkConn) move() error {
+	if err := n.conn.Flush(); err != nil {
+		n.drop()
+		return fmt.Errorf("netlink: encoding: %w", err)
 	}
 	return nil
 }
 
-// drop closes the socket with whatever batch it was building.
+// drop forgets whatever batch was being built.
 func (n *NetlinkConn) drop() {
 	if n.conn != nil {
 		_ = n.conn.CloseLasting()
 	}
-	n.conn, n.pending = nil, nil
-}
-
-// summarize keeps the first of the kernel's errors: it answers every
-// message of a rejected batch, often with the same error.
-func summarize(err error) error {
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) <= 2 {
-		return fmt.Errorf("nf_tables rejected the transaction: %w", err)
-	}
-	first := strings.TrimSpace(lines[0])
-	return fmt.Errorf("nf_tables rejected the transaction: %s (and %d more errors)", first, len(lines)-1)
-}
-
-func (n *NetlinkConn) buffers(nc *netlink.Conn) error {
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, n.bufferBytes); e != nil {
-				serr = fmt.Errorf("setsockopt %d: %w", opt, e)
-			}
-		}
-	})
-	return errors.Join(err, serr)
+	n.conn, n.pending, n.wire = nil, nil, nil
 }
 
 func nftFamily(f ruleset.Family) gnft.TableFamily {
