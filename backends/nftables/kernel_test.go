@@ -28,7 +28,7 @@ func kernelSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State,
 	}
 }
 
-func kernelBackend(t *testing.T, node flowtest.NodeConfig) *nftables.Backend {
+func kernelBackend(t testing.TB, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
 	b, err := nftables.New(nftables.Config{
 		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},

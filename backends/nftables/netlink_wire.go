@@ -13,10 +13,10 @@ import (
 // The batch a Run commits is written here as the kernel reads it, rather
 // than handed to google/nftables' Flush: that one marshals every message
 // again into a buffer grown by append (the encoded batch held three to
-// four times at its peak, ~900 MB for a restart at 88k service ports) and
-// asks the kernel for one acknowledgement per message, which it then
-// reads one recvmsg at a time. google/nftables still builds every
-// message; its connection only hands them over (see capture).
+// four times at its peak, ~900 MB for a restart at 88k service ports),
+// asks the kernel for an acknowledgement of every message and an echo of
+// every rule, and reads them one recvmsg at a time. google/nftables still
+// builds every message; its connection only hands them over (capture).
 
 const (
 	nlmsgHeaderLen = 16
@@ -48,11 +48,16 @@ func (w *wire) batchMark(typ uint16) {
 	w.message(typ, unix.NLM_F_REQUEST, []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES})
 }
 
-// add writes one nf_tables message. Its acknowledgement flag is cleared:
-// the kernel reports errors regardless, and a committed batch answers
-// nothing.
+// unasked are the flags cleared from every message: an acknowledgement
+// (the kernel reports errors regardless) and the echo google/nftables
+// asks of every new rule to learn its handle, which we never use (the
+// kernel builds a copy of each rule for it). A committed batch then
+// answers nothing.
+const unasked = netlink.Acknowledge | netlink.Echo
+
+// add writes one nf_tables message.
 func (w *wire) add(m *netlink.Message) {
-	w.message(uint16(m.Header.Type), uint16(m.Header.Flags&^netlink.Acknowledge), m.Data)
+	w.message(uint16(m.Header.Type), uint16(m.Header.Flags&^unasked), m.Data)
 	w.msgs++
 }
 

@@ -18,7 +18,7 @@ func nftMsg(typ int, flags netlink.HeaderFlags, data []byte) netlink.Message {
 
 // TestWireLaysOutOneBatch checks the bytes the kernel reads: begin,
 // every message in order with its padding and without an acknowledgement
-// request, end; also when messages straddle blocks.
+// or echo request, end; also when messages straddle blocks.
 func TestWireLaysOutOneBatch(t *testing.T) {
 	for _, block := range []int{5, 64, firstBlock} {
 		w := &wire{next: block}
@@ -27,7 +27,7 @@ func TestWireLaysOutOneBatch(t *testing.T) {
 		for i := range 40 {
 			data := bytes.Repeat([]byte{byte(i)}, 4+i) // lengths 4..43: every padding
 			sent = append(sent, data)
-			m := nftMsg(unix.NFT_MSG_NEWRULE, netlink.Request|netlink.Acknowledge|netlink.Create, data)
+			m := nftMsg(unix.NFT_MSG_NEWRULE, netlink.Request|netlink.Acknowledge|netlink.Echo|netlink.Create, data)
 			w.add(&m)
 		}
 		w.batchMark(unix.NFNL_MSG_BATCH_END)
@@ -45,8 +45,8 @@ func TestWireLaysOutOneBatch(t *testing.T) {
 			t.Errorf("block %d: batch marks %d .. %d", block, msgs[0].Header.Type, msgs[len(msgs)-1].Header.Type)
 		}
 		for i, m := range msgs[1 : len(msgs)-1] {
-			if !bytes.Equal(m.Data, sent[i]) || m.Header.Flags&unix.NLM_F_ACK != 0 || m.Header.Flags&unix.NLM_F_CREATE == 0 {
-				t.Errorf("block %d: message %d: flags %#x data %v, want %v without NLM_F_ACK", block, i, m.Header.Flags, m.Data, sent[i])
+			if !bytes.Equal(m.Data, sent[i]) || m.Header.Flags&(unix.NLM_F_ACK|unix.NLM_F_ECHO) != 0 || m.Header.Flags&unix.NLM_F_CREATE == 0 {
+				t.Errorf("block %d: message %d: flags %#x data %v, want %v without NLM_F_ACK or NLM_F_ECHO", block, i, m.Header.Flags, m.Data, sent[i])
 			}
 		}
 	}
