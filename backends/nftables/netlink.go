@@ -159,6 +159,9 @@ type batch struct {
 	fam   ruleset.Family
 	table *gnft.Table
 	sets  map[string]*gnft.Set
+	// els and bytes are reused by every element message.
+	els   []gnft.SetElement
+	bytes []byte
 }
 
 func (b *batch) add(o *ruleset.Op) error {
@@ -268,46 +271,63 @@ func setType(f ruleset.Family, fs ruleset.Fields) gnft.SetDatatype {
 	return gnft.MustConcatSetType(types...)
 }
 
+// elements encodes an element operation in messages of up to
+// maxElementsPerMessage kernel elements. google/nftables copies each
+// message's elements as it builds it, so one buffer of elements and one of
+// their bytes serve every message.
 func (b *batch) elements(o *ruleset.Op) error {
 	s := b.sets[o.Name]
 	if s == nil {
 		s = &gnft.Set{Name: o.Name, Table: b.table}
 	}
-	var els []gnft.SetElement
-	for i := range o.Elements {
-		els = append(els, encodeElement(b.fam, o.Set, &o.Elements[i])...)
-	}
-	for len(els) > 0 {
-		n := min(len(els), maxElementsPerMessage)
-		if n < len(els) && els[n].IntervalEnd {
-			n++ // keep a range's start and end in one message
+	send := func() error {
+		if len(b.els) == 0 {
+			return nil
 		}
 		var err error
 		if o.Kind == ruleset.OpAddElements {
-			err = b.c.SetAddElements(s, els[:n])
+			err = b.c.SetAddElements(s, b.els)
 		} else {
-			err = b.c.SetDeleteElements(s, els[:n])
+			err = b.c.SetDeleteElements(s, b.els)
 		}
-		if err != nil {
-			return err
-		}
-		els = els[n:]
+		b.els, b.bytes = b.els[:0], b.bytes[:0]
+		return err
 	}
-	return nil
+	for i := range o.Elements {
+		b.appendElement(o.Set, &o.Elements[i])
+		if len(b.els) >= maxElementsPerMessage {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+	return send()
 }
 
-// encodeElement gives the kernel's form of an element: an interval is a
-// start element and an end element one past its last value.
-func encodeElement(f ruleset.Family, s *ruleset.Set, e *ruleset.Element) []gnft.SetElement {
-	out := gnft.SetElement{Key: encodeValues(s.Key, e.Key), Val: encodeValues(s.Data, e.Data)}
+// appendElement adds the kernel's form of an element: an interval is a
+// start element and an end element one past its last value, never split
+// between two messages.
+func (b *batch) appendElement(s *ruleset.Set, e *ruleset.Element) {
+	out := gnft.SetElement{Key: b.values(s.Key, e.Key), Val: b.values(s.Data, e.Data)}
 	if e.Verdict != nil {
 		out.VerdictData = &expr.Verdict{Kind: verdictKind(e.Verdict.Kind), Chain: e.Verdict.Chain}
 	}
-	if e.KeyEnd == nil {
-		return []gnft.SetElement{out}
+	b.els = append(b.els, out)
+	if e.KeyEnd != nil {
+		start := len(b.bytes)
+		b.bytes = binary.BigEndian.AppendUint32(b.bytes, e.KeyEnd[0].Num+1)
+		b.els = append(b.els, gnft.SetElement{Key: b.bytes[start:len(b.bytes):len(b.bytes)], IntervalEnd: true})
 	}
-	end := binary.BigEndian.AppendUint32(nil, e.KeyEnd[0].Num+1)
-	return []gnft.SetElement{out, {Key: end, IntervalEnd: true}}
+}
+
+// values encodes vs into the batch's element bytes (nil for none).
+func (b *batch) values(fs ruleset.Fields, vs []ruleset.Value) []byte {
+	if len(vs) == 0 {
+		return nil
+	}
+	start := len(b.bytes)
+	b.bytes = appendValues(b.bytes, fs, vs)
+	return b.bytes[start:len(b.bytes):len(b.bytes)]
 }
 
 func verdictKind(k string) expr.VerdictKind {
@@ -324,16 +344,21 @@ func verdictKind(k string) expr.VerdictKind {
 	return expr.VerdictAccept
 }
 
-// encodeValues lays values out as the registers hold them: an address in
+// appendValues lays values out as the registers hold them: an address in
 // network order; the protocol byte and the port (network order) each
 // zero-padded to 4 bytes, as meta and payload loads leave them; slots and
 // group identifiers big-endian.
-func encodeValues(fs ruleset.Fields, vs []ruleset.Value) []byte {
-	var out []byte
+func appendValues(out []byte, fs ruleset.Fields, vs []ruleset.Value) []byte {
 	for i, v := range vs {
 		switch fs[i] {
 		case ruleset.FieldSaddr, ruleset.FieldDaddr:
-			out = append(out, v.Addr.AsSlice()...)
+			if v.Addr.Is4() {
+				a := v.Addr.As4()
+				out = append(out, a[:]...)
+			} else {
+				a := v.Addr.As16()
+				out = append(out, a[:]...)
+			}
 		case ruleset.FieldL4Proto:
 			out = append(out, uint8(v.Num), 0, 0, 0)
 		case ruleset.FieldDport:
