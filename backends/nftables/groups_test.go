@@ -3,7 +3,11 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -78,5 +82,29 @@ func TestGroupIDsReuse(t *testing.T) {
 	}
 	if g.mapCount() != 3 {
 		t.Errorf("%d maps for 40 ids, want 3", g.mapCount())
+	}
+}
+
+// TestSortedNamesOrder: "namespace/name" first, then "port/protocol",
+// compared as the joined strings (so "a/x" sorts after "a-b/x").
+func TestSortedNamesOrder(t *testing.T) {
+	n := func(ns, name, port string, proto v1.Protocol) proxier.ServicePortName {
+		return proxier.ServicePortName{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}, Port: port, Protocol: proto}
+	}
+	want := []proxier.ServicePortName{
+		n("a-b", "x", "", v1.ProtocolTCP),
+		n("a", "x", "", v1.ProtocolTCP),
+		n("a", "x", "", v1.ProtocolUDP),
+		n("a", "x", "dns", v1.ProtocolTCP),
+		n("a", "x-y", "", v1.ProtocolTCP),
+		n("a", "xy", "a", v1.ProtocolSCTP),
+		n("b", "", "", v1.ProtocolTCP),
+	}
+	m := map[proxier.ServicePortName]bool{}
+	for _, w := range want {
+		m[w] = true
+	}
+	if got := sortedNames(m); !slices.Equal(got, want) {
+		t.Errorf("order:\n%v\nwant\n%v", got, want)
 	}
 }

