@@ -51,20 +51,24 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	if err != nil {
 		return syncResult{}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, TableName, err)
 	}
-	f.allocateGroups(st)
+	names := sortedNames(st.Services)
+	f.allocateGroups(st, names)
 	if !existing.Foreign && !holdsForeignObjects(existing) {
 		idle := notLive(f.fc, existing)
-		return f.fullChunked(ctx, conn, st, chunkPlan{recreate: exists && idle, live: exists && !idle, existing: existing})
+		return f.fullChunked(ctx, conn, st, chunkPlan{names: names, recreate: exists && idle, live: exists && !idle, existing: existing})
 	}
-	return f.replaceForeign(ctx, conn, st, existing)
+	return f.replaceForeign(ctx, conn, st, names, existing)
 }
 
 // allocateGroups gives every endpoint group of the state an identifier,
 // in service order, and frees those of groups gone.
-func (f *familySync) allocateGroups(st *proxier.State) {
+func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName) {
 	ids := f.ids
-	keep := map[groupKey]bool{}
-	for _, name := range sortedNames(st.Services) {
+	if len(ids.ids) == 0 {
+		ids.ids = make(map[groupKey]uint32, len(names))
+	}
+	keep := make(map[groupKey]bool, len(names))
+	for _, name := range names {
 		for _, k := range groupsOf(st.Services[name]) {
 			ids.ensure(k)
 			keep[k] = true

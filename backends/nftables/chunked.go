@@ -38,6 +38,8 @@ func notLive(fc *familyConfig, objs TableObjects) bool {
 
 // chunkPlan says how a full sync of a table of ours is cut.
 type chunkPlan struct {
+	// names are the state's service ports in the order they are written.
+	names []proxier.ServicePortName
 	// table is the table written: TableName unless set (HandoverTable).
 	table string
 	// recreate deletes the table first: it exists but no hook reaches it.
@@ -77,11 +79,11 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 	if plan.table == "" {
 		plan.table = TableName
 	}
-	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: map[groupKey][]netip.AddrPort{}}
+	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(map[groupKey][]netip.AddrPort, len(plan.names))}
 	c.w.prev = st
 	c.begin()
 	r := f.renderer(st.Node)
-	for _, name := range sortedNames(st.Services) {
+	for _, name := range plan.names {
 		o := r.render(st.Services[name], st.Endpoints[name])
 		if o == nil {
 			continue

@@ -33,14 +33,14 @@ const HandoverTable = "kube-proxy-handover"
 // replaceForeign runs steps 1-4 for a foreign table. A failure leaves a
 // table the next full sync can start from: the foreign one (step 1), or
 // the handover table serving beside ours unreachable (step 3).
-func (f *familySync) replaceForeign(ctx context.Context, conn Conn, st *proxier.State, foreign TableObjects) (syncResult, error) {
+func (f *familySync) replaceForeign(ctx context.Context, conn Conn, st *proxier.State, names []proxier.ServicePortName, foreign TableObjects) (syncResult, error) {
 	klog.InfoS("Replacing a kube-proxy table another program created, through a handover table",
 		"family", f.fc.nft, "table", TableName, "chains", len(foreign.Chains), "sets", len(foreign.Sets), "handover", HandoverTable)
 	_, exists, err := conn.ListObjects(ctx, f.fc.nft, HandoverTable)
 	if err != nil {
 		return syncResult{full: true}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, HandoverTable, err)
 	}
-	if _, err := f.writeChunked(ctx, conn, st, chunkPlan{table: HandoverTable, recreate: exists}); err != nil {
+	if _, err := f.writeChunked(ctx, conn, st, chunkPlan{names: names, table: HandoverTable, recreate: exists}); err != nil {
 		return syncResult{full: true}, fmt.Errorf("handover table %s %s: %w", f.fc.nft, HandoverTable, err)
 	}
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
@@ -48,7 +48,7 @@ func (f *familySync) replaceForeign(ctx context.Context, conn Conn, st *proxier.
 	if err := conn.Run(ctx, tx); err != nil {
 		return syncResult{full: true}, fmt.Errorf("deleting the foreign table %s %s: %w", f.fc.nft, TableName, err)
 	}
-	return f.fullChunked(ctx, conn, st, chunkPlan{})
+	return f.fullChunked(ctx, conn, st, chunkPlan{names: names})
 }
 
 // closeHandover is step 3, and removes a handover table a previous
