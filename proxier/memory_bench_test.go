@@ -32,9 +32,9 @@ import (
 //
 //	go test ./proxier -run '^$' -bench CoreLiveHeap -benchmem -benchtime 1x
 func BenchmarkCoreLiveHeap(b *testing.B) {
-	for _, size := range []struct{ services, endpoints int }{{10000, 10}, {5000, 50}} {
-		b.Run(fmt.Sprintf("%dx%d", size.services, size.endpoints), func(b *testing.B) {
-			w := encodeWorkload(b, size.services, size.endpoints)
+	for _, size := range []struct{ services, endpoints, ports int }{{10000, 10, 1}, {5000, 50, 1}, {44000, 1, 2}} {
+		b.Run(fmt.Sprintf("%dx%dx%d", size.services, size.endpoints, size.ports), func(b *testing.B) {
+			w := encodeWorkload(b, size.services, size.endpoints, size.ports)
 			b.ReportAllocs()
 			b.ResetTimer()
 			var svcHeap, epHeap, total, pending float64
@@ -61,12 +61,13 @@ const benchNode = "node-000"
 // workload is a set of Services and EndpointSlices in protobuf wire form.
 type workload struct {
 	services, slices [][]byte
+	ports            int // per Service
 }
 
-func encodeWorkload(b *testing.B, services, perService int) *workload {
-	w := &workload{}
+func encodeWorkload(b *testing.B, services, perService, ports int) *workload {
+	w := &workload{ports: ports}
 	for i := range services {
-		svc, slice := workloadObjects(i, perService)
+		svc, slice := workloadObjects(i, perService, ports)
 		w.services = append(w.services, mustMarshal(b, svc))
 		w.slices = append(w.slices, mustMarshal(b, slice))
 	}
@@ -81,9 +82,10 @@ func mustMarshal(b *testing.B, obj interface{ Marshal() ([]byte, error) }) []byt
 	return data
 }
 
-// workloadObjects builds Service i and its one EndpointSlice with the
-// fields the apiserver and the endpoint-slice controller fill in.
-func workloadObjects(i, perService int) (*v1.Service, *discovery.EndpointSlice) {
+// workloadObjects builds Service i of ports ports (http, http1, ...) and
+// its one EndpointSlice with the fields the apiserver and the
+// endpoint-slice controller fill in.
+func workloadObjects(i, perService, ports int) (*v1.Service, *discovery.EndpointSlice) {
 	name := fmt.Sprintf("svc-%05d", i)
 	ns := fmt.Sprintf("ns-%03d", i%100)
 	meta := func(n string) metav1.ObjectMeta {
@@ -96,17 +98,23 @@ func workloadObjects(i, perService int) (*v1.Service, *discovery.EndpointSlice) 
 	svc := &v1.Service{ObjectMeta: meta(name), Spec: v1.ServiceSpec{
 		Type:      v1.ServiceTypeClusterIP,
 		ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Selector: map[string]string{"app": name},
-		Ports:           []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
 		SessionAffinity: v1.ServiceAffinityNone, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
 		IPFamilyPolicy:        ptr.To(v1.IPFamilyPolicySingleStack),
 		InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyCluster),
 	}}
 	svc.Labels = map[string]string{"app": name}
 	svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
-	svc.Spec.Ports[0].TargetPort.IntVal = 8080
-
-	slice := &discovery.EndpointSlice{ObjectMeta: meta(name + "-abcde"), AddressType: discovery.AddressTypeIPv4,
-		Ports: []discovery.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To[int32](8080)}}}
+	slice := &discovery.EndpointSlice{ObjectMeta: meta(name + "-abcde"), AddressType: discovery.AddressTypeIPv4}
+	for p := range int32(ports) {
+		pn := "http"
+		if p > 0 {
+			pn = fmt.Sprintf("http%d", p)
+		}
+		sp := v1.ServicePort{Name: pn, Protocol: v1.ProtocolTCP, Port: 80 + p}
+		sp.TargetPort.IntVal = 8080 + p
+		svc.Spec.Ports = append(svc.Spec.Ports, sp)
+		slice.Ports = append(slice.Ports, discovery.EndpointPort{Name: ptr.To(pn), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To(8080 + p)})
+	}
 	slice.GenerateName = name + "-"
 	slice.Labels = map[string]string{discovery.LabelServiceName: name, discovery.LabelManagedBy: "endpointslice-controller.k8s.io"}
 	slice.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: "2026-01-01T00:00:00Z"}
@@ -148,8 +156,8 @@ func (w *workload) build(b *testing.B) (services, endpoints, pending uint64) {
 	b.StartTimer()
 	st, _ = p.snap.Snapshot()
 	b.StopTimer()
-	if len(st.Services) != len(w.services) || len(st.Endpoints) != len(w.services) {
-		b.Fatalf("state has %d service ports and %d endpoint lists, want %d", len(st.Services), len(st.Endpoints), len(w.services))
+	if n := len(w.services) * w.ports; len(st.Services) != n || len(st.Endpoints) != n {
+		b.Fatalf("state has %d service ports and %d endpoint lists, want %d", len(st.Services), len(st.Endpoints), n)
 	}
 	all := liveHeap([]any{p, st, svcStore, sliceStore})
 	b.StartTimer()
