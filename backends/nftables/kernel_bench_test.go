@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,59 +21,102 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
-// BenchmarkKernelRestart measures a restart's full sync at 10k services x
-// 10 endpoints: a new backend over the table its predecessor wrote, one
+// BenchmarkKernelRestart measures a restart's full sync at TestScale's
+// sizes: a new backend over the table its predecessor wrote, one
 // transaction. B/op is what the sync allocates, the netlink batch
-// included. Run with SWITCHYARD_KERNEL_TESTS=1 -bench KernelRestart.
+// included; peak-MB is the process's VmHWM during the sync (reset
+// before it). Run with SWITCHYARD_KERNEL_TESTS=1 -bench KernelRestart.
 func BenchmarkKernelRestart(b *testing.B) {
 	kerneltest.Require(b)
-	ns := kerneltest.NewNetns(b, "nftbench")
 	_, node := flowtest.Fixture()
-	st := scaleState(10000, 10, 1)
-	sync := func(be *nftables.Backend) {
-		err := kerneltest.InNetns(ns, func() error {
-			_, err := be.Sync(context.Background(), st, fullDiff())
-			return err
+	for _, size := range benchSizes {
+		b.Run(size.String(), func(b *testing.B) {
+			ns, st := kerneltest.NewNetns(b, "nftbench"), size.state()
+			benchSync(b, ns, kernelBackend(b, node), st)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var peak float64
+			for range b.N {
+				b.StopTimer()
+				be := kernelBackend(b, node)
+				resetPeak(b)
+				b.StartTimer()
+				benchSync(b, ns, be, st)
+				peak = max(peak, peakMB(b))
+			}
+			b.ReportMetric(peak, "peak-MB")
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	sync(kernelBackend(b, node))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		be := kernelBackend(b, node)
-		b.StartTimer()
-		sync(be)
 	}
 }
 
 // BenchmarkKernelFirstSync measures a first sync (in chunks) into an
-// empty namespace at TestScale's sizes: services x endpoints x ports.
+// empty namespace at TestScale's sizes, peak-MB as above.
 func BenchmarkKernelFirstSync(b *testing.B) {
 	kerneltest.Require(b)
 	_, node := flowtest.Fixture()
-	for _, size := range [][3]int{{10000, 10, 1}, {5000, 50, 1}, {44000, 1, 2}} {
-		b.Run(fmt.Sprintf("%dx%dx%d", size[0], size[1], size[2]), func(b *testing.B) {
-			st := scaleState(size[0], size[1], size[2])
+	for _, size := range benchSizes {
+		b.Run(size.String(), func(b *testing.B) {
+			st := size.state()
 			b.ReportAllocs()
 			b.ResetTimer()
+			var peak float64
 			for range b.N {
 				b.StopTimer()
 				ns, be := kerneltest.NewNetns(b, "nftfirst"), kernelBackend(b, node)
+				resetPeak(b)
 				b.StartTimer()
-				err := kerneltest.InNetns(ns, func() error {
-					_, err := be.Sync(context.Background(), st, fullDiff())
-					return err
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
+				benchSync(b, ns, be, st)
+				peak = max(peak, peakMB(b))
 			}
+			b.ReportMetric(peak, "peak-MB")
 		})
 	}
+}
+
+// benchSize is services x endpoints x ports.
+type benchSize [3]int
+
+var benchSizes = []benchSize{{10000, 10, 1}, {5000, 50, 1}, {44000, 1, 2}}
+
+func (s benchSize) String() string        { return fmt.Sprintf("%dx%dx%d", s[0], s[1], s[2]) }
+func (s benchSize) state() *proxier.State { return scaleState(s[0], s[1], s[2]) }
+
+func benchSync(b *testing.B, ns string, be *nftables.Backend, st *proxier.State) {
+	err := kerneltest.InNetns(ns, func() error {
+		_, err := be.Sync(context.Background(), st, fullDiff())
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// resetPeak sets VmHWM back to the current RSS (proc(5), clear_refs 5),
+// after a collection so that the garbage of earlier work is not counted.
+func resetPeak(b *testing.B) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func peakMB(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return float64(kb) * 1024 / 1e6
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }
 
 // scaleState has n ClusterIP services of ports TCP ports each, eps ready
