@@ -62,6 +62,7 @@ func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 	}
 	w := n.wire
 	n.pending, n.wire = nil, nil
+	defer w.release()
 	if w.msgs == 0 {
 		return nil
 	}
@@ -142,6 +143,9 @@ func (n *NetlinkConn) move() error {
 func (n *NetlinkConn) drop() {
 	if n.conn != nil {
 		_ = n.conn.CloseLasting()
+	}
+	if n.wire != nil {
+		n.wire.release()
 	}
 	n.conn, n.pending, n.wire = nil, nil, nil
 }

@@ -29,7 +29,10 @@ const (
 
 // wire is one nf_tables batch, begin message first, its messages laid
 // out back to back across blocks (a message may straddle two: sendmsg
-// gathers them into one buffer in the kernel).
+// gathers them into one buffer in the kernel). The blocks are mapped
+// outside the Go heap and unmapped by release: a restart's batch (~110
+// MB at 88k service ports) then neither raises the collector's heap goal
+// nor waits for it to be returned to the system.
 type wire struct {
 	blocks [][]byte
 	next   int // size of the next block
@@ -77,7 +80,7 @@ func (w *wire) message(typ, flags uint16, data []byte) {
 func (w *wire) write(p []byte) {
 	for len(p) > 0 {
 		if len(w.blocks) == 0 || len(w.blocks[len(w.blocks)-1]) == cap(w.blocks[len(w.blocks)-1]) {
-			w.blocks = append(w.blocks, make([]byte, 0, w.next))
+			w.blocks = append(w.blocks, newBlock(w.next))
 			w.next = min(2*w.next, maxBlock)
 		}
 		b := &w.blocks[len(w.blocks)-1]
@@ -85,6 +88,24 @@ func (w *wire) write(p []byte) {
 		*b = append(*b, p[:n]...)
 		p = p[n:]
 	}
+}
+
+// newBlock maps an empty block of capacity size; should the mapping
+// fail, the Go heap serves.
+func newBlock(size int) []byte {
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, 0, size)
+	}
+	return b[:0]
+}
+
+// release unmaps the blocks; the wire is empty afterwards.
+func (w *wire) release() {
+	for _, b := range w.blocks {
+		_ = unix.Munmap(b[:cap(b)]) // EINVAL for a heap block: nothing to do
+	}
+	w.blocks, w.msgs = nil, 0
 }
 
 // size is the batch's length in bytes so far.

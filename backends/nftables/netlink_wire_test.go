@@ -49,6 +49,10 @@ func TestWireLaysOutOneBatch(t *testing.T) {
 				t.Errorf("block %d: message %d: flags %#x data %v, want %v without NLM_F_ACK or NLM_F_ECHO", block, i, m.Header.Flags, m.Data, sent[i])
 			}
 		}
+		w.release()
+		if w.blocks != nil || w.msgs != 0 {
+			t.Errorf("block %d: %d blocks, %d messages after release", block, len(w.blocks), w.msgs)
+		}
 	}
 }
 
@@ -57,6 +61,7 @@ func TestWireLaysOutOneBatch(t *testing.T) {
 // a success.
 func TestCaptureKeepsMessagesOnly(t *testing.T) {
 	n := &NetlinkConn{wire: newWire()}
+	defer n.wire.release()
 	req := []netlink.Message{
 		{Header: netlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN}},
 		nftMsg(unix.NFT_MSG_NEWTABLE, netlink.Request|netlink.Acknowledge, []byte{2, 0, 0, 0}),
@@ -125,7 +130,9 @@ func TestAnswersSummarizeErrors(t *testing.T) {
 		w := &wire{next: firstBlock}
 		body := binary.NativeEndian.AppendUint32(nil, uint32(-int32(errno)))
 		w.message(unix.NLMSG_ERROR, 0, append(body, make([]byte, nlmsgHeaderLen)...))
-		if _, err := unix.Write(fds[1], bytes.Join(w.blocks, nil)); err != nil {
+		_, err := unix.Write(fds[1], bytes.Join(w.blocks, nil))
+		w.release()
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
