@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strconv"
@@ -13,11 +14,21 @@ import (
 
 // Restore implements Interface.
 func (r *Runner) Restore(ctx context.Context, fam Family, data []byte) error {
+	return r.restore(ctx, fam, Command{Stdin: data})
+}
+
+// RestoreFrom implements StreamRestorer.
+func (r *Runner) RestoreFrom(ctx context.Context, fam Family, payload io.WriterTo) error {
+	return r.restore(ctx, fam, Command{StdinFrom: payload})
+}
+
+// restore runs iptables-restore with cmd's input.
+func (r *Runner) restore(ctx context.Context, fam Family, cmd Command) error {
 	t, err := r.family(fam)
 	if err != nil {
 		return &RestoreError{Err: err}
 	}
-	cmd := Command{Name: t.restore, Args: t.restoreArgs, Stdin: data}
+	cmd.Name, cmd.Args = t.restore, t.restoreArgs
 	var stderr []byte
 	err = r.ns.do(func() error {
 		var runErr error
