@@ -76,7 +76,7 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		klog.V(3).InfoS("iptables full sync", "family", f.fam, "reason", reason)
 		// Render (pure CPU) while prepareFull waits for iptables.
 		rendered := make(chan *Ruleset, 1)
-		go func() { rendered <- render(f.fc, state) }()
+		go func() { rendered <- renderSealed(f.fc, state) }()
 		plan, err := f.prepareFull(ctx, b.runner)
 		rs = <-rendered
 		if err == nil && !plan.targetsIn(rs) {
@@ -92,6 +92,10 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		}
 		txs = planTransactions(rs.chains(), f.staleChains(rs), bound)
 		txs = plan.attach(txs)
+		x := newRerenderer(f.fc, state)
+		for _, tx := range txs {
+			tx.rerender = x
+		}
 		f.verifiedAt = b.verify.clock.Now()
 	} else {
 		rs = renderPartial(f.fc, state, f.repair.widen(diff), f.prev)
@@ -235,11 +239,12 @@ func compareKeys(a, b chainKey) int {
 func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, written map[table]int, partial bool) error {
 	for i, tx := range txs {
 		tx.byName = b.runner.Mode() == runner.ModeLegacy
-		data := tx.payload()
-		synctrace.Mark(ctx, "render")
-		err := b.runner.Restore(ctx, f.fam, data)
-		synctrace.Mark(ctx, "commit")
+		data, err := f.restore(ctx, b.runner, tx)
 		if err != nil {
+			if data == nil {
+				// Streamed: the same transaction gives the same bytes.
+				data = tx.payload()
+			}
 			b.countRestoreFailure(f.fc.family, partial)
 			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
 				"partial", partial, "lines", runner.OffendingLines(data, err))
@@ -257,10 +262,31 @@ func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, 
 	return nil
 }
 
+// restore runs one transaction. A runner that can streams the payload
+// into iptables-restore as it is written (data is then nil): the payload
+// of a first sync is as big as the rules it is written from, and was held
+// beside them (10k services x 10 endpoints: ~40 MB), plus a copy in a
+// memfd.
+func (f *familySync) restore(ctx context.Context, r runner.Interface, tx *transaction) (data []byte, err error) {
+	if sr, ok := r.(runner.StreamRestorer); ok {
+		// The render mark is the time to the first byte; the payload is
+		// rendered while iptables-restore reads it, under "commit".
+		synctrace.Mark(ctx, "render")
+		err = sr.RestoreFrom(ctx, f.fam, tx)
+		synctrace.Mark(ctx, "commit")
+		return nil, err
+	}
+	data = tx.payload()
+	synctrace.Mark(ctx, "render")
+	err = r.Restore(ctx, f.fam, data)
+	synctrace.Mark(ctx, "commit")
+	return data, err
+}
+
 // record notes a committed transaction.
 func (f *familySync) record(tx *transaction) {
 	for _, c := range tx.writes {
-		f.setInstalled(c.key, installedChain{hash: c.hash(), known: true, rules: len(c.rules)})
+		f.setInstalled(c.key, installedChain{hash: c.hash(), known: true, rules: c.ruleCount()})
 	}
 	for _, k := range tx.deletes {
 		f.setInstalled(k, installedChain{})
@@ -274,7 +300,7 @@ func (f *familySync) record(tx *transaction) {
 // full and settles both.
 func (f *familySync) recordUncertain(tx *transaction) {
 	for _, c := range tx.writes {
-		f.setInstalled(c.key, installedChain{rules: len(c.rules)})
+		f.setInstalled(c.key, installedChain{rules: c.ruleCount()})
 	}
 	f.prev = nil
 }

@@ -28,7 +28,7 @@ func (f *familySync) commitWithoutDeletes(ctx context.Context, b *Backend, tx *t
 	if len(tx.deletes) == 0 || !blamesOnlyDeletes(data, err) {
 		return false
 	}
-	writes := &transaction{writes: tx.writes, byName: tx.byName}
+	writes := &transaction{writes: tx.writes, byName: tx.byName, rerender: tx.rerender}
 	if len(writes.writes) > 0 {
 		if err := b.runner.Restore(ctx, f.fam, writes.payload()); err != nil {
 			return false
