@@ -87,3 +87,14 @@ func TestRunStreamed(t *testing.T) {
 		}
 	})
 }
+
+// TestPayloadLinesAcrossWrites: lines split over several writes are
+// picked whole, and only those asked for.
+func TestPayloadLinesAcrossWrites(t *testing.T) {
+	payload := chunks{parts: []string{"*nat\n:A", " - [0:0]\n-A A", " -j X\nCOMMIT", "\n"}}
+	got := PayloadLines(payload, []int{2, 3, 5, 9})
+	want := map[int]string{2: ":A - [0:0]", 3: "-A A -j X", 5: ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PayloadLines (-want +got):\n%s", diff)
+	}
+}
