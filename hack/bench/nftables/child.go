@@ -31,6 +31,10 @@ type childResult struct {
 	// PeakRSS is VmHWM when the first sync ended: its transient, the
 	// informers' list and the fake API server's objects included.
 	PeakRSS int64
+	// PeakHeap is the most the Go heap's objects (live and not yet
+	// collected) were seen to hold up to then, sampled every 5 ms: less
+	// sensitive than VmHWM to when the runtime returns pages.
+	PeakHeap int64
 	// AnonAfterFirst is RssAnon at RSSAfterFirst.
 	AnonAfterFirst int64
 	// SettledRSS / SettledAnon are VmRSS / RssAnon once the changes were
@@ -222,10 +226,12 @@ func firstSync(ctx context.Context, p *proxier.Proxier, tb *timedBackend, w *syn
 	}
 	sys0, _ := cpu()
 	start := time.Now()
+	heap := sampleHeapPeak()
 	go func() { _ = p.Run(ctx) }()
 	if err := wait(first, 10*time.Minute); err != nil {
 		return nil, fmt.Errorf("first sync: %w", err)
 	}
+	res.PeakHeap = heap()
 	sys1, _ := cpu()
 	res.FirstSyncTotal, res.FirstSyncBackend, res.FirstSyncSys = time.Since(start), tb.lastSync(), sys1-sys0
 	res.PeakRSS = procStatus("VmHWM:")
