@@ -343,4 +343,4 @@ func (f *familySync) setInstalled(k chainKey, c installedChain) {
 }
 
 // chainsInSave lists the chains declared in iptables-save output.
-func chainsInSave(data []byte) []string { return runner.ParseSave(data).Chains }
+func chainsInSave(data []byte) []string { return runner.SavedChains(data) }
