@@ -3,6 +3,8 @@ package iptables
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -74,25 +76,11 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 	var rs *Ruleset
 	if full {
 		klog.V(3).InfoS("iptables full sync", "family", f.fam, "reason", reason)
-		// Render (pure CPU) while prepareFull waits for iptables.
-		rendered := make(chan *Ruleset, 1)
-		go func() { rendered <- render(f.fc, state) }()
-		plan, err := f.prepareFull(ctx, b.runner)
-		rs = <-rendered
-		if err == nil && !plan.targetsIn(rs) {
-			plan, err = firstSyncPlan{}, f.ensureJumps(b.runner)
-		}
-		if err != nil {
+		var err error
+		if rs, txs, err = f.planFull(ctx, b, state); err != nil {
 			f.prev = nil
 			return out, err
 		}
-		bound := b.chunkRules()
-		if plan.onlyOneTransaction(allTables()) {
-			bound = 0
-		}
-		txs = planTransactions(rs.chains(), f.staleChains(rs), bound)
-		txs = plan.attach(txs)
-		f.verifiedAt = b.verify.clock.Now()
 	} else {
 		rs = renderPartial(f.fc, state, f.repair.widen(diff), f.prev)
 		writes, deletes := f.partialChanges(rs)
@@ -108,6 +96,48 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 	}
 	f.prev = compact(rs)
 	return out, nil
+}
+
+// planFull renders state sealed (sealed.go) and plans the full sync's
+// transactions.
+func (f *familySync) planFull(ctx context.Context, b *Backend, state *proxier.State) (*Ruleset, []*transaction, error) {
+	// Render (pure CPU) while prepareFull waits for iptables.
+	rendered := make(chan *Ruleset, 1)
+	go func() { rendered <- renderSealed(f.fc, state) }()
+	plan, err := f.prepareFull(ctx, b.runner)
+	rs := <-rendered
+	if err == nil && !plan.targetsIn(rs) {
+		plan, err = firstSyncPlan{}, f.ensureJumps(b.runner)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	bound := b.chunkRules()
+	if plan.onlyOneTransaction(allTables()) {
+		bound = 0
+	}
+	chains := rs.chains()
+	f.reserveInstalled(len(chains))
+	txs := plan.attach(planTransactions(chains, f.staleChains(chains), bound))
+	x := newRerenderer(f.fc, state)
+	for _, tx := range txs {
+		tx.rerender = x
+	}
+	f.verifiedAt = b.verify.clock.Now()
+	return rs, txs, nil
+}
+
+// reserveInstalled sizes the record of installed chains for n chains
+// before a full sync fills it: grown insert by insert, the map of a first
+// sync at 10k services x 10 endpoints (~130k chains) allocates about
+// twice its final size on the way.
+func (f *familySync) reserveInstalled(n int) {
+	if len(f.installed) >= n/2 {
+		return
+	}
+	m := make(map[chainKey]installedChain, n)
+	maps.Copy(m, f.installed)
+	f.installed = m
 }
 
 // fullSyncReason says whether this sync must be full, and why.
@@ -197,18 +227,23 @@ func (f *familySync) noteLeftovers(data []byte) {
 	f.listed = true
 }
 
-// staleChains are the installed service chains the ruleset no longer has.
-func (f *familySync) staleChains(rs *Ruleset) []chainKey {
-	want := map[chainKey]bool{}
-	for _, c := range rs.chains() {
-		want[c.key] = true
-	}
+// staleChains are the installed service chains not among chains (none
+// on a first sync into empty tables, which then builds no set).
+func (f *familySync) staleChains(chains []*chainRules) []chainKey {
 	var out []chainKey
 	for k := range f.installed {
-		if !want[k] && isServiceChain(k.name) {
+		if isServiceChain(k.name) {
 			out = append(out, k)
 		}
 	}
+	if len(out) == 0 {
+		return nil
+	}
+	want := make(map[chainKey]bool, len(chains))
+	for _, c := range chains {
+		want[c.key] = true
+	}
+	out = slices.DeleteFunc(out, func(k chainKey) bool { return want[k] })
 	slices.SortFunc(out, compareKeys)
 	return out
 }
@@ -235,15 +270,12 @@ func compareKeys(a, b chainKey) int {
 func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, written map[table]int, partial bool) error {
 	for i, tx := range txs {
 		tx.byName = b.runner.Mode() == runner.ModeLegacy
-		data := tx.payload()
-		synctrace.Mark(ctx, "render")
-		err := b.runner.Restore(ctx, f.fam, data)
-		synctrace.Mark(ctx, "commit")
+		payload, err := f.restore(ctx, b.runner, tx)
 		if err != nil {
 			b.countRestoreFailure(f.fc.family, partial)
 			klog.ErrorS(err, "iptables-restore failed", "family", f.fam, "transaction", i+1, "of", len(txs),
-				"partial", partial, "lines", runner.OffendingLines(data, err))
-			if !f.commitWithoutDeletes(ctx, b, tx, data, err) {
+				"partial", partial, "lines", runner.OffendingLinesFrom(payload, err))
+			if !f.commitWithoutDeletes(ctx, b, tx, payload, err) {
 				f.recordUncertain(tx)
 				return fmt.Errorf("iptables backend: %s: restore %d of %d: %w", f.fam, i+1, len(txs), err)
 			}
@@ -257,10 +289,32 @@ func (f *familySync) apply(ctx context.Context, b *Backend, txs []*transaction, 
 	return nil
 }
 
+// restore runs one transaction and returns what writes its payload
+// again, for the lines a failure blames. A runner that can streams the
+// payload into iptables-restore as it is written: the payload of a first
+// sync is as big as the rules it is written from, and was held beside
+// them (10k services x 10 endpoints: ~40 MB), plus a copy in a memfd. The
+// same transaction writes the same bytes again.
+func (f *familySync) restore(ctx context.Context, r runner.Interface, tx *transaction) (io.WriterTo, error) {
+	if sr, ok := r.(runner.StreamRestorer); ok {
+		// The render mark is the time to the first byte; the payload is
+		// rendered while iptables-restore reads it, under "commit".
+		synctrace.Mark(ctx, "render")
+		err := sr.RestoreFrom(ctx, f.fam, tx)
+		synctrace.Mark(ctx, "commit")
+		return tx, err
+	}
+	data := tx.payload()
+	synctrace.Mark(ctx, "render")
+	err := r.Restore(ctx, f.fam, data)
+	synctrace.Mark(ctx, "commit")
+	return runner.PayloadBytes(data), err
+}
+
 // record notes a committed transaction.
 func (f *familySync) record(tx *transaction) {
 	for _, c := range tx.writes {
-		f.setInstalled(c.key, installedChain{hash: c.hash(), known: true, rules: len(c.rules)})
+		f.setInstalled(c.key, installedChain{hash: c.hash(), known: true, rules: c.ruleCount()})
 	}
 	for _, k := range tx.deletes {
 		f.setInstalled(k, installedChain{})
@@ -274,7 +328,7 @@ func (f *familySync) record(tx *transaction) {
 // full and settles both.
 func (f *familySync) recordUncertain(tx *transaction) {
 	for _, c := range tx.writes {
-		f.setInstalled(c.key, installedChain{rules: len(c.rules)})
+		f.setInstalled(c.key, installedChain{rules: c.ruleCount()})
 	}
 	f.prev = nil
 }
@@ -289,4 +343,4 @@ func (f *familySync) setInstalled(k chainKey, c installedChain) {
 }
 
 // chainsInSave lists the chains declared in iptables-save output.
-func chainsInSave(data []byte) []string { return runner.ParseSave(data).Chains }
+func chainsInSave(data []byte) []string { return runner.SavedChains(data) }

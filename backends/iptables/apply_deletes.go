@@ -1,9 +1,10 @@
 package iptables
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
+	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -24,11 +25,11 @@ import (
 // committed alone; the chains stay recorded as installed, and every later
 // full sync tries to delete them again. The failed restore was already
 // counted and logged with its offending lines.
-func (f *familySync) commitWithoutDeletes(ctx context.Context, b *Backend, tx *transaction, data []byte, err error) bool {
-	if len(tx.deletes) == 0 || !blamesOnlyDeletes(data, err) {
+func (f *familySync) commitWithoutDeletes(ctx context.Context, b *Backend, tx *transaction, payload io.WriterTo, err error) bool {
+	if len(tx.deletes) == 0 || !blamesOnlyDeletes(payload, err) {
 		return false
 	}
-	writes := &transaction{writes: tx.writes, byName: tx.byName}
+	writes := &transaction{writes: tx.writes, byName: tx.byName, rerender: tx.rerender}
 	if len(writes.writes) > 0 {
 		if err := b.runner.Restore(ctx, f.fam, writes.payload()); err != nil {
 			return false
@@ -51,14 +52,14 @@ func chainNames(keys []chainKey) []string {
 
 // blamesOnlyDeletes reports whether err blames some payload lines and all
 // of them are chain deletions.
-func blamesOnlyDeletes(data []byte, err error) bool {
+func blamesOnlyDeletes(payload io.WriterTo, err error) bool {
 	var re *runner.RestoreError
 	if !errors.As(err, &re) || len(re.Lines) == 0 {
 		return false
 	}
-	lines := bytes.Split(data, []byte("\n"))
+	lines := runner.PayloadLines(payload, re.Lines)
 	for _, n := range re.Lines {
-		if n < 1 || n > len(lines) || !bytes.HasPrefix(lines[n-1], []byte("-X ")) {
+		if !strings.HasPrefix(lines[n], "-X ") {
 			return false
 		}
 	}

@@ -32,6 +32,10 @@
 //     restore), and the missing jumps go into the restore. On nft chains
 //     are declared in write order, never sorted (payload.go: sorted
 //     creation overflows iptables-nft-save's stack at ~100k chains).
+//     Payloads are streamed into iptables-restore's stdin as they are
+//     written (runner.StreamRestorer), and a full sync holds the rules
+//     of one service port at a time: it plans with fingerprints and
+//     renders each port again as its chains are written (sealed.go).
 //   - A partial sync re-renders only the service ports the Diff names,
 //     writes only their chains whose rules changed and deletes their
 //     chains that went away, in one small transaction. When a service

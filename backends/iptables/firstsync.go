@@ -96,14 +96,12 @@ func saveAll(ctx context.Context, r runner.Interface, fam runner.Family) []saved
 
 // targetsIn says whether rs writes every chain the missing jumps go to.
 // Declaring a chain flushes it, so a jump to a chain switchyard does not
-// write is ensured the slow way instead.
+// write is ensured the slow way instead. The jumps go to top-level
+// chains only, so the ~130k service chains at 10k services are not
+// looked at.
 func (p firstSyncPlan) targetsIn(rs *Ruleset) bool {
-	want := map[chainKey]bool{}
-	for _, c := range rs.chains() {
-		want[c.key] = true
-	}
 	for _, j := range p.jumps {
-		if !want[chainKey{table: j.table, name: j.to}] {
+		if rs.topLevel(chainKey{table: j.table, name: j.to}) == nil {
 			return false
 		}
 	}

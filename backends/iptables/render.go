@@ -27,9 +27,19 @@ func Render(cfg Config, state *proxier.State, family v1.IPFamily) *Ruleset {
 // ports without a cluster IP of the family, or with an unsupported
 // protocol, are left out of the family.
 func render(fc *familyConfig, state *proxier.State) *Ruleset {
+	return renderFull(fc, state, false)
+}
+
+// renderSealed is render with every service chain sealed as soon as it is
+// rendered (sealed.go): what a full sync plans and records with.
+func renderSealed(fc *familyConfig, state *proxier.State) *Ruleset {
+	return renderFull(fc, state, true)
+}
+
+func renderFull(fc *familyConfig, state *proxier.State, seal bool) *Ruleset {
 	rs := newRuleset(fc, state)
 	names := sortedNames(state)
-	for i, spr := range renderAll(fc, state, names) {
+	for i, spr := range renderAll(fc, state, names, seal) {
 		if spr != nil {
 			rs.names = append(rs.names, names[i])
 			rs.services[names[i]] = spr
@@ -49,7 +59,7 @@ const renderChunk = 256
 // can start. out[i] is names[i]'s rules, nil when it has none of the
 // family; each goroutine fills its own contiguous range with its own
 // renderer, so the result does not depend on the scheduling.
-func renderAll(fc *familyConfig, state *proxier.State, names []proxier.ServicePortName) []*servicePortRules {
+func renderAll(fc *familyConfig, state *proxier.State, names []proxier.ServicePortName, seal bool) []*servicePortRules {
 	out := make([]*servicePortRules, len(names))
 	workers := min(runtime.GOMAXPROCS(0), (len(names)+renderChunk-1)/renderChunk)
 	var wg sync.WaitGroup
@@ -58,7 +68,11 @@ func renderAll(fc *familyConfig, state *proxier.State, names []proxier.ServicePo
 		wg.Go(func() {
 			r := newServiceRenderer(fc, nodeOf(state))
 			for i := lo; i < hi; i++ {
-				out[i] = r.render(state.Services[names[i]], state.Endpoints[names[i]])
+				sp := state.Services[names[i]]
+				out[i] = r.render(sp, state.Endpoints[names[i]])
+				if seal && out[i] != nil {
+					out[i].seal(sp)
+				}
 			}
 		})
 	}

@@ -36,8 +36,8 @@ func (f *familySync) planRepair(damaged []chainKey) (*repairPlan, string) {
 	owners := map[chainKey]proxier.ServicePortName{}
 	if slices.ContainsFunc(damaged, func(k chainKey) bool { return isServiceChain(k.name) }) {
 		for n, s := range f.prev.services {
-			for _, c := range s.chains {
-				owners[c.key] = n
+			for _, k := range s.chainKeys() {
+				owners[k] = n
 			}
 		}
 	}

@@ -15,11 +15,26 @@ import (
 // a KUBE-SEP chain makes its deletion fail when the endpoint goes. The
 // failure is counted, but the service's new rules are applied anyway
 // (the endpoint gets no more traffic), the chain is kept, and once the
-// foreign rule is gone the next full sync deletes it.
+// foreign rule is gone the next full sync deletes it. The same with the
+// payloads streamed (the failed one is rendered again to find the lines
+// iptables blamed).
 func TestReferencedStaleChainDoesNotBlockSync(t *testing.T) {
+	for _, streamed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "buffered", true: "streamed"}[streamed], func(t *testing.T) {
+			testReferencedStaleChain(t, streamed)
+		})
+	}
+}
+
+func testReferencedStaleChain(t *testing.T, streamed bool) {
 	fake := iptablestest.NewFake()
 	reg := metrics.New(nil)
-	b := newTestBackend(t, fake, func(c *Config) { c.Metrics = reg })
+	b := newTestBackend(t, fake, func(c *Config) {
+		c.Metrics = reg
+		if streamed {
+			c.Runner = &streamingFake{Fake: fake}
+		}
+	})
 	st, names := partialFixture()
 	mustSync(t, b, st, fullDiff())
 	gone := endpointChainName(names[0], "10.244.3.1:80")

@@ -22,6 +22,9 @@ type chainRules struct {
 	// inserts and deletions that turn what the kernel holds into rules
 	// (edits.go), without declaring (flushing) it.
 	edits []string
+	// sealed, set on a full sync's service chains, stands for rules,
+	// dropped as soon as they were rendered (sealed.go).
+	sealed *sealedRules
 }
 
 func newChain(t table, name string, rules ...string) *chainRules {
@@ -37,8 +40,23 @@ func makeChain(t table, name string, rules []string) chainRules {
 // hash fingerprints the chain's rules, to tell whether it changed since
 // it was last written without keeping the text of every chain.
 func (c *chainRules) hash() uint64 {
+	if c.sealed != nil {
+		return c.sealed.sum
+	}
+	return hashRules(c.rules)
+}
+
+// ruleCount is how many rules the chain holds.
+func (c *chainRules) ruleCount() int {
+	if c.sealed != nil {
+		return c.sealed.count
+	}
+	return len(c.rules)
+}
+
+func hashRules(rules []string) uint64 {
 	h := fnv.New64a()
-	for _, r := range c.rules {
+	for _, r := range rules {
 		h.Write([]byte(r))
 		h.Write([]byte{'\n'})
 	}
@@ -62,7 +80,9 @@ const (
 // family: its own nat chains, in tier order (KUBE-SEP-*, KUBE-SVC/SVL,
 // KUBE-EXT, KUBE-FW), and the rules it adds to the top-level chains.
 type servicePortRules struct {
+	// chains are nil once compacted: keys then names them.
 	chains []*chainRules
+	keys   []chainKey
 	shared [numShared][]string
 	// noLocalInternal / noLocalExternal: Local policy with no local
 	// endpoints, for the no-local-endpoints metric.
@@ -117,7 +137,7 @@ func (rs *Ruleset) RuleCount(t string) int {
 	n := 0
 	for _, c := range rs.chains() {
 		if string(c.key.table) == t {
-			n += len(c.rules)
+			n += c.ruleCount()
 		}
 	}
 	return n

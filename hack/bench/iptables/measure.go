@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"runtime"
 	"syscall"
@@ -46,6 +47,14 @@ type countingRunner struct {
 func (c *countingRunner) Restore(ctx context.Context, fam runner.Family, data []byte) error {
 	start := time.Now()
 	err := c.Runner.Restore(ctx, fam, data)
+	c.restoreWall += time.Since(start)
+	c.restores++
+	return err
+}
+
+func (c *countingRunner) RestoreFrom(ctx context.Context, fam runner.Family, payload io.WriterTo) error {
+	start := time.Now()
+	err := c.Runner.RestoreFrom(ctx, fam, payload)
 	c.restoreWall += time.Since(start)
 	c.restores++
 	return err

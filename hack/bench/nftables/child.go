@@ -28,9 +28,23 @@ type childResult struct {
 	FirstSyncTotal   time.Duration // from start, informers' list included
 	FirstSyncSys     time.Duration // this process's kernel CPU during it
 	RSSAfterFirst    int64         // bytes
-	Changes          []change
-	NewServices      []change
-	Burst            *burstResult `json:",omitempty"`
+	// PeakRSS is VmHWM when the first sync ended: its transient, the
+	// informers' list and the fake API server's objects included.
+	PeakRSS int64
+	// PeakHeap is the most the Go heap's objects (live and not yet
+	// collected) were seen to hold up to then, sampled every 5 ms: less
+	// sensitive than VmHWM to when the runtime returns pages.
+	PeakHeap int64
+	// AnonAfterFirst is RssAnon at RSSAfterFirst.
+	AnonAfterFirst int64
+	// SettledRSS / SettledAnon are VmRSS / RssAnon once the changes were
+	// made and childOpts.settled passed (-settled; 0 when not asked).
+	SettledRSS, SettledAnon int64
+	// FinalPeakRSS is VmHWM at the end of the run.
+	FinalPeakRSS int64
+	Changes      []change
+	NewServices  []change
+	Burst        *burstResult `json:",omitempty"`
 }
 
 // change is one measured API update.
@@ -131,6 +145,7 @@ type childOpts struct {
 	burst                        int    // EndpointSlice updates in the burst, 0 for none
 	burstOver                    time.Duration
 	settle                       time.Duration // after the first sync
+	settled                      time.Duration // after the changes, before the settled RSS (0: not read)
 	// gap is the pause after each new service is synced before the next
 	// is created (0: 50 ms).
 	gap time.Duration
@@ -190,6 +205,11 @@ func runChild(o childOpts) (*childResult, error) {
 			return nil, err
 		}
 	}
+	if o.settled > 0 {
+		time.Sleep(o.settled)
+		res.SettledRSS, res.SettledAnon = procStatus("VmRSS:"), procStatus("RssAnon:")
+	}
+	res.FinalPeakRSS = procStatus("VmHWM:")
 	return res, nil
 }
 
@@ -206,18 +226,28 @@ func firstSync(ctx context.Context, p *proxier.Proxier, tb *timedBackend, w *syn
 	}
 	sys0, _ := cpu()
 	start := time.Now()
+	heap := sampleHeapPeak()
 	go func() { _ = p.Run(ctx) }()
 	if err := wait(first, 10*time.Minute); err != nil {
 		return nil, fmt.Errorf("first sync: %w", err)
 	}
+	res.PeakHeap = heap()
 	sys1, _ := cpu()
 	res.FirstSyncTotal, res.FirstSyncBackend, res.FirstSyncSys = time.Since(start), tb.lastSync(), sys1-sys0
+	res.PeakRSS = procStatus("VmHWM:")
 	pprof.StopCPUProfile()
+	if path := os.Getenv("BENCH_ALLOCPROFILE"); path != "" {
+		// Every allocation since the start (informers' list included).
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	// The daemon returns a full sync's transient memory to the OS right
 	// after it (cmd/switchyard/app/memory.go); do the same before reading
 	// RSS. The process also holds the fake API server's 2n objects.
 	debug.FreeOSMemory()
-	res.RSSAfterFirst = vmRSS()
+	res.RSSAfterFirst, res.AnonAfterFirst = procStatus("VmRSS:"), procStatus("RssAnon:")
 	if path := os.Getenv("BENCH_HEAPPROFILE"); path != "" {
 		runtime.GC()
 		if f, err := os.Create(path); err == nil {
@@ -298,13 +328,14 @@ func cpu() (sys, user time.Duration) {
 	return time.Duration(ru.Stime.Nano()), time.Duration(ru.Utime.Nano())
 }
 
-func vmRSS() int64 {
+// procStatus reads a "kB" field of /proc/self/status ("VmRSS:"), in bytes.
+func procStatus(field string) int64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}

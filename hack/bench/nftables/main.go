@@ -34,13 +34,15 @@ func main() {
 	burstOver := flag.Duration("burst-over", 10*time.Second, "with -child: the span of the burst")
 	settle := flag.Duration("settle", 0, "with -child: pause after the first sync before measuring")
 	gap := flag.Duration("new-gap", 50*time.Millisecond, "with -child: pause after each new service is synced")
+	settled := flag.Duration("settled", 0, "with -child: pause after the changes, then read the settled RSS (0: not read)")
+	memory := flag.Bool("memory", false, "measure -backend's memory (first sync, VmHWM, RSS after it, settled RSS after the changes and -settled) at each scale, -runs times, each in a fresh namespace")
 	rows := flag.String("rows", "", "run the end-to-end latency suite (-suite-*) and write its table rows here")
 	suite := addSuiteFlags()
 	flag.Parse()
 	if *child {
 		n, _ := strconv.Atoi(*scales)
 		res, err := runChild(childOpts{n: n, eps: *eps, changes: *changes, newServices: *newSvcs,
-			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle, gap: *gap})
+			backend: *backend, daemonDefaults: *defaults, burst: *burst, burstOver: *burstOver, settle: *settle, settled: *settled, gap: *gap})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
@@ -65,7 +67,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: bad scale", s)
 			os.Exit(2)
 		}
-		if err := scale(n, *eps, *runs, *changes, *newSvcs); err != nil {
+		if *memory {
+			err = memoryRuns(*backend, n, *eps, *runs, append(childArgs(n, *eps, *changes, *newSvcs), "-settled", settled.String()))
+		} else {
+			err = scale(n, *eps, *runs, *changes, *newSvcs)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

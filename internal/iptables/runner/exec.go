@@ -1,21 +1,30 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // Command is one program run: a binary (name looked up in PATH, or a
-// path), its arguments and what to feed on stdin.
+// path), its arguments and what to feed on stdin: Stdin, or what
+// StdinFrom writes while the program runs.
 type Command struct {
 	Name  string
 	Args  []string
 	Stdin []byte
+	// StdinFrom, when set, writes the program's input into a pipe as the
+	// program reads it, so the input is never held whole. Should it fail,
+	// the program is killed before its stdin is closed.
+	StdinFrom io.WriterTo
 }
 
 // Exec runs commands. The real one is os/exec; tests inject a scripted
@@ -33,6 +42,13 @@ type osExec struct{}
 
 func (osExec) Run(ctx context.Context, cmd Command) ([]byte, []byte, error) {
 	c := exec.CommandContext(ctx, cmd.Name, cmd.Args...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout = &stdout
+	c.Stderr = &stderr
+	if cmd.StdinFrom != nil {
+		err := runStreamed(c, cmd.StdinFrom)
+		return stdout.Bytes(), stderr.Bytes(), err
+	}
 	if cmd.Stdin != nil {
 		in, err := stdinOf(cmd.Stdin)
 		if err != nil {
@@ -41,11 +57,48 @@ func (osExec) Run(ctx context.Context, cmd Command) ([]byte, []byte, error) {
 		defer in.Close()
 		c.Stdin = in
 	}
-	var stdout, stderr bytes.Buffer
-	c.Stdout = &stdout
-	c.Stderr = &stderr
 	err := c.Run()
 	return stdout.Bytes(), stderr.Bytes(), err
+}
+
+// pipeChunk is how much of a streamed input is buffered before it is
+// written to the pipe (the pipe's default capacity).
+const pipeChunk = 64 << 10
+
+// runStreamed runs c with its stdin fed by from through a pipe. When from
+// fails (other than because the program stopped reading), the program is
+// killed before its stdin is closed: iptables-restore commits a table
+// only when it reads that table's COMMIT line, so the section from was
+// writing is dropped whole; a table whose COMMIT it had read stays, as
+// with a payload it rejects (an EOF without COMMIT is an error to it
+// too, so closing stdin alone would do: checked on iptables 1.8.9, nft
+// and legacy).
+func runStreamed(c *exec.Cmd, from io.WriterTo) error {
+	in, err := c.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(in, pipeChunk)
+	_, werr := from.WriteTo(w)
+	if werr == nil {
+		werr = w.Flush()
+	}
+	stopped := errors.Is(werr, syscall.EPIPE) // the program exited early
+	if werr != nil && !stopped {
+		_ = c.Process.Kill()
+	}
+	_ = in.Close()
+	err = c.Wait()
+	switch {
+	case werr != nil && !stopped:
+		return fmt.Errorf("writing the input of %s: %w (killed it)", c.Path, werr)
+	case err == nil && werr != nil:
+		return fmt.Errorf("writing the input of %s: %w", c.Path, werr)
+	}
+	return err
 }
 
 func (osExec) LookPath(name string) (string, error) { return exec.LookPath(name) }

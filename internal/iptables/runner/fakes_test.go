@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,14 @@ func (x *scriptedExec) on(cmdline string, r reply) *scriptedExec {
 func (x *scriptedExec) Run(_ context.Context, cmd Command) ([]byte, []byte, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if cmd.StdinFrom != nil {
+		// Recorded as the bytes a program would have read.
+		var in bytes.Buffer
+		if _, err := cmd.StdinFrom.WriteTo(&in); err != nil {
+			return nil, nil, err
+		}
+		cmd.Stdin, cmd.StdinFrom = in.Bytes(), nil
+	}
 	x.calls = append(x.calls, cmd)
 	key := strings.Join(append([]string{cmd.Name}, cmd.Args...), " ")
 	r, ok := x.replies[key]

@@ -54,6 +54,7 @@ func TestKernelRunner(t *testing.T) {
 			}
 			kernelRestoreAndSave(t, r, ns, mode)
 			kernelFailedRestore(t, r, ns, mode)
+			kernelStreamedRestore(t, r, ns, mode)
 			kernelRuleOps(t, r)
 			kernelIPv6(t, r)
 		})
@@ -97,6 +98,34 @@ func kernelFailedRestore(t *testing.T, r *Runner, ns, mode string) {
 	// SY-TEST-SVC was rolled back with the bad rule.
 	if got := nsSave(t, ns, mode, "nat"); !strings.Contains(got, "-A SY-TEST-SVC -j SY-TEST-SEP") {
 		t.Errorf("failed restore changed the table:\n%s", got)
+	}
+}
+
+// kernelStreamedRestore: a streamed payload that fails in the middle of
+// a table's section leaves that table untouched (iptables-restore is
+// killed before it reads a COMMIT for it); a whole one applies as Restore
+// would. (Whether a table whose COMMIT came before the failure was
+// committed depends on whether iptables-restore had read it: here it
+// never did, the part was still in the runner's buffer.)
+func kernelStreamedRestore(t *testing.T, r *Runner, ns, mode string) {
+	ctx := context.Background()
+	injected := errors.New("injected")
+	cut := chunks{parts: []string{"*filter\n:SY-STREAM-F - [0:0]\nCOMMIT\n",
+		"*nat\n:SY-STREAM-N - [0:0]\n-A SY-STREAM-N -j RETURN\n"}, err: injected}
+	err := r.RestoreFrom(ctx, IPv4, cut)
+	var re *RestoreError
+	if !errors.As(err, &re) || !errors.Is(err, injected) {
+		t.Fatalf("RestoreFrom of a failing payload = %v, want a RestoreError wrapping the payload's error", err)
+	}
+	if got := nsSave(t, ns, mode, "nat"); strings.Contains(got, "SY-STREAM-N") {
+		t.Errorf("the section cut short was applied:\n%s", got)
+	}
+	whole := chunks{parts: append(cut.parts[1:], "COMMIT\n")}
+	if err := r.RestoreFrom(ctx, IPv4, whole); err != nil {
+		t.Fatalf("RestoreFrom: %v", err)
+	}
+	if got := nsSave(t, ns, mode, "nat"); !strings.Contains(got, "-A SY-STREAM-N -j RETURN\n") {
+		t.Errorf("the streamed section was not applied:\n%s", got)
 	}
 }
 

@@ -3,6 +3,8 @@ package runner
 import (
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestParseSave(t *testing.T) {
@@ -29,5 +31,25 @@ COMMIT
 	}
 	if got := s.Rules[0].DeleteLine(); got != `-D PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES` {
 		t.Errorf("delete line %q", got)
+	}
+}
+
+// TestSavedChainsAndRulesFuncAgreeWithParseSave: the lean readers give
+// what ParseSave gives (the rules keep selects).
+func TestSavedChainsAndRulesFuncAgreeWithParseSave(t *testing.T) {
+	data := []byte("# Generated\n*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-B - [0:0]\n" +
+		"-A PREROUTING -m comment --comment \"a -j b\" -j KUBE-SVC-A\n-A KUBE-SVC-A  -g KUBE-SEP-B\n" +
+		"-A KUBE-SEP-B -p tcp -j DNAT --to-destination 10.0.0.1:80\n-A KUBE-SEP-B -j\n-A KUBE-SEP-B\nCOMMIT\n")
+	want := ParseSave(data)
+	if diff := cmp.Diff(want.Chains, SavedChains(data)); diff != "" {
+		t.Errorf("SavedChains (-ParseSave +got):\n%s", diff)
+	}
+	all := SavedRulesFunc(data, func(_, _ []byte) bool { return true })
+	if diff := cmp.Diff(want.Rules, all); diff != "" {
+		t.Errorf("SavedRulesFunc, all (-ParseSave +got):\n%s", diff)
+	}
+	some := SavedRulesFunc(data, func(chain, target []byte) bool { return string(target) == "KUBE-SEP-B" })
+	if len(some) != 1 || some[0] != want.Rules[1] {
+		t.Errorf("SavedRulesFunc, jumps to KUBE-SEP-B = %v", some)
 	}
 }

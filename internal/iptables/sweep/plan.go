@@ -23,9 +23,12 @@ type TableResult struct {
 // table's leftover chains; nil when there is nothing to remove.
 func Plan(table string, save []byte, owned Owner) ([]byte, TableResult) {
 	res := TableResult{Table: table}
-	s := runner.ParseSave(save)
+	// The table is read lean: right after a first sync at 10k services x
+	// 10 endpoints, nat holds ~320k rules of the running mode's own, and
+	// parsing all of them held ~3x the save.
+	chains := runner.SavedChains(save)
 	leftover := map[string]bool{}
-	for _, c := range s.Chains {
+	for _, c := range chains {
 		if Known(table, c) && (owned == nil || !owned(table, c)) {
 			leftover[c] = true
 		}
@@ -33,9 +36,13 @@ func Plan(table string, save []byte, owned Owner) ([]byte, TableResult) {
 	if len(leftover) == 0 {
 		return nil, res
 	}
+	// Only the rules in or to a leftover chain matter below.
+	rules := runner.SavedRulesFunc(save, func(chain, target []byte) bool {
+		return leftover[string(chain)] || leftover[string(target)]
+	})
 	var jumps []runner.SavedRule
 	var pinned []string
-	for _, r := range s.Rules {
+	for _, r := range rules {
 		switch {
 		case leftover[r.Chain] || !leftover[r.Target]:
 		case runner.IsBuiltinChain(r.Chain):
@@ -44,8 +51,8 @@ func Plan(table string, save []byte, owned Owner) ([]byte, TableResult) {
 			pinned = append(pinned, r.Target)
 		}
 	}
-	kept := reachable(pinned, s.Rules, leftover)
-	for _, c := range s.Chains {
+	kept := reachable(pinned, rules, leftover)
+	for _, c := range chains {
 		switch {
 		case kept[c]:
 			res.Kept = append(res.Kept, c)
