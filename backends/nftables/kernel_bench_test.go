@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
+	"github.com/switchyard-proxy/switchyard/internal/procstatus"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -91,32 +89,22 @@ func benchSync(b *testing.B, ns string, be *nftables.Backend, st *proxier.State)
 	}
 }
 
-// resetPeak sets VmHWM back to the current RSS (proc(5), clear_refs 5),
-// after a collection so that the garbage of earlier work is not counted.
+// resetPeak sets VmHWM back to the current RSS, after a collection so
+// that the garbage of earlier work is not counted.
 func resetPeak(b *testing.B) {
 	runtime.GC()
 	debug.FreeOSMemory()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+	if err := procstatus.ResetPeak(); err != nil {
 		b.Fatal(err)
 	}
 }
 
 func peakMB(b *testing.B) float64 {
-	data, err := os.ReadFile("/proc/self/status")
+	peak, err := procstatus.Bytes("VmHWM:")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return float64(kb) * 1024 / 1e6
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
+	return float64(peak) / 1e6
 }
 
 // scaleState has n ClusterIP services of ports TCP ports each, eps ready

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/internal/procstatus"
 	"io"
 	"os"
 	"os/exec"
@@ -100,19 +100,9 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// procStatus reads a "kB" field of /proc/self/status, in bytes.
+// procStatus reads a "kB" field of /proc/self/status, in bytes (0 when
+// unreadable).
 func procStatus(field string) uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
+	b, _ := procstatus.Bytes(field)
+	return uint64(b)
 }

@@ -4,13 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/internal/procstatus"
 	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -328,17 +327,9 @@ func cpu() (sys, user time.Duration) {
 	return time.Duration(ru.Stime.Nano()), time.Duration(ru.Utime.Nano())
 }
 
-// procStatus reads a "kB" field of /proc/self/status ("VmRSS:"), in bytes.
+// procStatus reads a "kB" field of /proc/self/status ("VmRSS:"), in
+// bytes (0 when unreadable).
 func procStatus(field string) int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	b, _ := procstatus.Bytes(field)
+	return b
 }
