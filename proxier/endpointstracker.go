@@ -1,7 +1,6 @@
 package proxier
 
 import (
-	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -148,28 +147,35 @@ func (t *EndpointsChangeTracker) Pending() (pending int, total int64) {
 }
 
 // apply folds pending changes into the applied endpoints, records them in
-// diff and returns a copy of the flattened endpoints.
+// diff and returns the flattened endpoints: a map the tracker no longer
+// writes (see nextFlat).
 func (t *EndpointsChangeTracker) apply(diff *Diff) map[ServicePortName][]Endpoint {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for svc, ch := range t.pending {
-		recordEndpointsDiff(diff, ch)
-		diff.TriggerTimes = append(diff.TriggerTimes, ch.triggers...)
-		for _, pe := range ch.previous {
-			delete(t.flat, pe.name)
-		}
-		for _, pe := range ch.current {
-			t.flat[pe.name] = pe.endpoints
-		}
-		if len(ch.current) == 0 {
-			delete(t.applied, svc)
-		} else {
-			t.applied[svc] = ch.current
-		}
+	adds := 0
+	for _, ch := range t.pending {
+		adds += len(ch.current)
 	}
+	t.flat = nextFlat(t.flat, &t.peaks.flat, len(t.pending), adds, func(flat map[ServicePortName][]Endpoint) {
+		for svc, ch := range t.pending {
+			recordEndpointsDiff(diff, ch)
+			diff.TriggerTimes = append(diff.TriggerTimes, ch.triggers...)
+			for _, pe := range ch.previous {
+				delete(flat, pe.name)
+			}
+			for _, pe := range ch.current {
+				flat[pe.name] = pe.endpoints
+			}
+			if len(ch.current) == 0 {
+				delete(t.applied, svc)
+			} else {
+				t.applied[svc] = ch.current
+			}
+		}
+	})
 	t.pending = shrink.Clear(t.pending)
 	t.compactLocked()
-	return maps.Clone(t.flat)
+	return t.flat
 }
 
 func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
@@ -235,5 +241,4 @@ func anyServing(eps []Endpoint) bool {
 func (t *EndpointsChangeTracker) compactLocked() {
 	t.slices = shrink.Map(t.slices, &t.peaks.slices)
 	t.applied = shrink.Map(t.applied, &t.peaks.applied)
-	t.flat = shrink.Map(t.flat, &t.peaks.flat)
 }

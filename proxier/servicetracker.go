@@ -1,7 +1,6 @@
 package proxier
 
 import (
-	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -105,27 +104,34 @@ func (t *ServiceChangeTracker) Pending() (pending int, total int64) {
 }
 
 // apply folds the pending changes into the applied set and records them in
-// diff. It returns a copy of the flattened service ports.
+// diff. It returns the flattened service ports: a map the tracker no
+// longer writes (see nextFlat).
 func (t *ServiceChangeTracker) apply(diff *Diff) map[ServicePortName]*ServicePort {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for key, ch := range t.pending {
-		recordServiceDiff(diff, ch)
-		for _, sp := range ch.previous {
-			delete(t.flat, sp.Name)
-		}
-		for _, sp := range ch.current {
-			t.flat[sp.Name] = sp
-		}
-		if len(ch.current) == 0 {
-			delete(t.applied, key)
-		} else {
-			t.applied[key] = ch.current
-		}
+	adds := 0
+	for _, ch := range t.pending {
+		adds += len(ch.current)
 	}
+	t.flat = nextFlat(t.flat, &t.peaks.flat, len(t.pending), adds, func(flat map[ServicePortName]*ServicePort) {
+		for key, ch := range t.pending {
+			recordServiceDiff(diff, ch)
+			for _, sp := range ch.previous {
+				delete(flat, sp.Name)
+			}
+			for _, sp := range ch.current {
+				flat[sp.Name] = sp
+			}
+			if len(ch.current) == 0 {
+				delete(t.applied, key)
+			} else {
+				t.applied[key] = ch.current
+			}
+		}
+	})
 	t.pending = shrink.Clear(t.pending)
-	t.compactLocked()
-	return maps.Clone(t.flat)
+	t.applied = shrink.Map(t.applied, &t.peaks.applied)
+	return t.flat
 }
 
 func recordServiceDiff(diff *Diff, ch *serviceChange) {
@@ -153,8 +159,3 @@ func servicePortsEqual(a, b []*ServicePort) bool {
 }
 
 func servicePortEqual(a, b *ServicePort) bool { return a == b || reflect.DeepEqual(a, b) }
-
-func (t *ServiceChangeTracker) compactLocked() {
-	t.applied = shrink.Map(t.applied, &t.peaks.applied)
-	t.flat = shrink.Map(t.flat, &t.peaks.flat)
-}

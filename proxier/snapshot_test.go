@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -34,8 +35,9 @@ func TestSnapshotServiceAndEndpointChanges(t *testing.T) {
 	}
 }
 
-// A later snapshot's maps are copies: mutating them (which a backend must
-// not do, but might) changes neither an earlier State nor the trackers.
+// States are immutable and share what did not change: a snapshot never
+// writes a map an earlier State holds, and one without service changes
+// hands out the same service map (no copy per endpoint change).
 func TestSnapshotStatesAreIndependent(t *testing.T) {
 	snap := NewSnapshotter("node-a", nil)
 	snap.Services.Update(nil, makeService("svc"))
@@ -47,22 +49,32 @@ func TestSnapshotStatesAreIndependent(t *testing.T) {
 	if len(st1.Services) != 1 || len(st2.Services) != 2 {
 		t.Fatalf("services: st1 %d st2 %d, want 1 and 2", len(st1.Services), len(st2.Services))
 	}
-	delete(st2.Services, httpPort("svc"))
-	delete(st2.Endpoints, httpPort("svc"))
-	if st1.Services[httpPort("svc")] == nil || len(st1.Endpoints[httpPort("svc")]) != 1 {
-		t.Errorf("mutating the later State changed the earlier one: %v %v", st1.Services, st1.Endpoints)
+	if !sameMap(st1.Endpoints, st2.Endpoints) {
+		t.Errorf("a snapshot without endpoint changes copied the endpoints map")
 	}
 	snap.Endpoints.Update(makeSlice("svc", "s2", []sliceEP{ep("10.0.0.2")}), false)
+	snap.Services.Update(makeService("other", withClusterIPs("10.96.0.20")), nil)
 	st3, _ := snap.Snapshot()
-	if st3.Services[httpPort("svc")] == nil {
-		t.Errorf("mutating a State changed the tracker's services")
-	}
 	if got := endpointKeys(st3.Endpoints[httpPort("svc")]); !cmp.Equal(got, []string{"10.0.0.1:8080", "10.0.0.2:8080"}) {
-		t.Errorf("endpoints after mutation = %v", got)
+		t.Errorf("endpoints after the second slice = %v", got)
 	}
-	if got := endpointKeys(st1.Endpoints[httpPort("svc")]); !cmp.Equal(got, []string{"10.0.0.1:8080"}) {
-		t.Errorf("earlier State endpoints changed to %v", got)
+	if len(st2.Services) != 2 || len(st3.Services) != 1 {
+		t.Errorf("services: st2 %d st3 %d, want 2 and 1 (the deletion wrote into an earlier State)", len(st2.Services), len(st3.Services))
 	}
+	for i, st := range []*State{st1, st2} {
+		if got := endpointKeys(st.Endpoints[httpPort("svc")]); !cmp.Equal(got, []string{"10.0.0.1:8080"}) {
+			t.Errorf("State %d's endpoints changed to %v", i+1, got)
+		}
+	}
+	st4, _ := snap.Snapshot()
+	if !sameMap(st3.Services, st4.Services) || !sameMap(st3.Endpoints, st4.Endpoints) {
+		t.Errorf("a snapshot without changes copied the maps")
+	}
+}
+
+// sameMap tells whether two maps are the same map (not equal contents).
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func makeNode(name, zone string, ips ...string) *v1.Node {

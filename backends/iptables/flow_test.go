@@ -28,6 +28,7 @@ func TestFlowTable(t *testing.T) {
 	fake := iptablestest.NewFake()
 	mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
 	flowtest.Run(t, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Untouched(t, state)
 }
 
 // TestFlowTableByDetector runs the table once per local-traffic

@@ -31,6 +31,7 @@ func TestPacketFlows(t *testing.T) {
 		t.Fatalf("Sync: %v", err)
 	}
 	flowtest.Run(t, k.FlowModel(node.NodeIPs))
+	flowtest.Untouched(t, state)
 }
 
 // TestPacketFlowsByDetector runs the table once per local-traffic

@@ -52,6 +52,7 @@ func TestFlowTable(t *testing.T) {
 	fake := nfttest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Untouched(t, state)
 }
 
 // TestFlowTableByDetector runs the table once per local-traffic

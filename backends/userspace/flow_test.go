@@ -157,6 +157,7 @@ func TestFlowTable(t *testing.T) {
 	env := flowBackend(t, node)
 	env.sync(t, state)
 	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs), remotePodIsExternal)
+	flowtest.Untouched(t, state)
 }
 
 // TestFlowTableByDetector runs the table once per local-traffic

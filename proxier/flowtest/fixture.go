@@ -3,7 +3,10 @@ package flowtest
 import (
 	"net/netip"
 	"sort"
+	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -202,4 +205,15 @@ func addIPv6Service(f fixture) {
 	sp := clusterIPPort("web6", "http", v1.ProtocolTCP, "fd00:10:96::10", 80)
 	sp.NodePort = 30090
 	f.add(sp, ep("fd00:10:244:1::2", 8080, thisNode, ready), ep("fd00:10:244:2::3", 8080, otherNode, ready))
+}
+
+// Untouched fails t unless st still equals Fixture's State: a backend
+// must not write the State it syncs (successive States share their maps
+// and endpoint lists with each other and with the trackers).
+func Untouched(t testing.TB, st *proxier.State) {
+	t.Helper()
+	want, _ := Fixture()
+	if d := cmp.Diff(want, st, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); d != "" {
+		t.Errorf("the backend changed the State it synced (-fixture +after):\n%s", d)
+	}
 }
