@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -13,7 +12,7 @@ import (
 type familySync struct {
 	fc     *familyConfig
 	ids    *groupIDs
-	orders map[groupKey][]netip.AddrPort
+	orders groupOrders
 	w      *written
 	// needFull is set until a full sync succeeds (first sync, failures).
 	needFull bool
@@ -29,7 +28,7 @@ func newFamilySync(fc *familyConfig) *familySync {
 
 // reset forgets what was written (after Cleanup).
 func (f *familySync) reset() {
-	f.ids, f.orders, f.w = newGroupIDs(), map[groupKey][]netip.AddrPort{}, newWritten()
+	f.ids, f.orders, f.w = newGroupIDs(), nil, newWritten()
 }
 
 func (f *familySync) renderer(node proxier.NodeInfo) *portRenderer {
@@ -67,17 +66,28 @@ func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePo
 	if len(ids.ids) == 0 {
 		ids.ids = make(map[groupKey]uint32, len(names))
 	}
-	keep := make(map[groupKey]bool, len(names))
+	used := make([]uint32, 0, len(names))
 	for _, name := range names {
-		for _, k := range groupsOf(st.Services[name]) {
-			ids.ensure(k)
-			keep[k] = true
+		for _, k := range f.fc.groupsOf(st.Services[name]) {
+			used = append(used, ids.ensure(k))
 		}
 	}
-	for k := range ids.ids {
-		if !keep[k] {
-			ids.release(k)
+	keep := make([]bool, ids.next) // by identifier, not a second map keyed by name
+	for _, id := range used {
+		keep[id] = true
+	}
+	for k, id := range ids.ids {
+		if !keep[id] {
+			f.releaseGroup(k)
 		}
+	}
+}
+
+// releaseGroup frees a group's identifier and forgets its order.
+func (f *familySync) releaseGroup(k groupKey) {
+	if id, ok := f.ids.lookup(k); ok {
+		f.orders.drop(id)
+		f.ids.release(k)
 	}
 }
 

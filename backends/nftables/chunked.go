@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 
 	"k8s.io/klog/v2"
@@ -79,7 +78,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 	if plan.table == "" {
 		plan.table = TableName
 	}
-	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(map[groupKey][]netip.AddrPort, len(plan.names))}
+	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, f.ids.next)}
 	c.w.prev = st
 	c.begin()
 	r := f.renderer(st.Node)
@@ -89,7 +88,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 			continue
 		}
 		c.add(o.chains, o.sets, o.elements)
-		mergeOrders(c.orders, o.orders)
+		c.orders.merge(o.orders)
 		if c.size >= chunkObjects {
 			if err := c.commit(ctx, false); err != nil {
 				return c, err
@@ -114,7 +113,7 @@ type chunker struct {
 	d      *desiredTable // the staged chunk's objects
 	size   int           // its rules and elements
 	w      *written
-	orders map[groupKey][]netip.AddrPort
+	orders groupOrders
 	// chunks and counts tally the chunks written.
 	chunks                int
 	rules, added, deleted int

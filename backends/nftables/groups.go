@@ -64,6 +64,48 @@ func (g *groupIDs) release(k groupKey) {
 	}
 }
 
+// groupOrders holds each endpoint group's endpoint order, indexed by the
+// group's identifier (identifiers are dense: the lowest free is reused),
+// so that a service port costs a slice header here instead of a map entry
+// keyed by its name.
+type groupOrders [][]netip.AddrPort
+
+// get is the order last written for group id (nil when none).
+func (o groupOrders) get(id uint32) []netip.AddrPort {
+	if int(id) < len(o) {
+		return o[id]
+	}
+	return nil
+}
+
+// set records group id's order, growing o as needed.
+func (o *groupOrders) set(id uint32, order []netip.AddrPort) {
+	if n := int(id) + 1; n > len(*o) {
+		*o = slices.Grow(*o, n-len(*o))[:n]
+	}
+	(*o)[id] = order
+}
+
+// drop forgets group id's order (its identifier was released).
+func (o groupOrders) drop(id uint32) {
+	if int(id) < len(o) {
+		o[id] = nil
+	}
+}
+
+// groupOrder is one group's new order, from a render.
+type groupOrder struct {
+	id    uint32
+	order []netip.AddrPort
+}
+
+// merge records a port's new orders.
+func (o *groupOrders) merge(src []groupOrder) {
+	for _, g := range src {
+		o.set(g.id, g.order)
+	}
+}
+
 // mapCount is the number of interval maps the allocated ids need.
 func (g *groupIDs) mapCount() uint32 { return (g.next + groupsPerMap - 1) / groupsPerMap }
 

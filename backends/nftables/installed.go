@@ -152,10 +152,3 @@ func sortedNames[V any](m map[proxier.ServicePortName]V) []proxier.ServicePortNa
 	}
 	return names
 }
-
-// mergeOrders copies a port's group orders into the family's.
-func mergeOrders(dst map[groupKey][]netip.AddrPort, src map[groupKey][]netip.AddrPort) {
-	for k, v := range src {
-		dst[k] = v
-	}
-}

@@ -77,12 +77,12 @@ func (f *familySync) stageChanges(st *proxier.State, diff *proxier.Diff) []portC
 		c := portChange{name: name}
 		var oldGroups []groupKey
 		if sp := prev.Services[name]; sp != nil {
-			oldGroups = groupsOf(sp)
+			oldGroups = f.fc.groupsOf(sp)
 			c.old = f.renderer(prev.Node).render(sp, prev.Endpoints[name])
 		}
 		var curGroups []groupKey
 		if sp := st.Services[name]; sp != nil {
-			curGroups = groupsOf(sp)
+			curGroups = f.fc.groupsOf(sp)
 			for _, k := range curGroups {
 				if _, ok := f.ids.lookup(k); !ok {
 					f.ids.ensure(k)
@@ -172,11 +172,10 @@ func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *d
 	d.commit()
 	for _, c := range changes {
 		for _, k := range c.released {
-			f.ids.release(k)
-			delete(f.orders, k)
+			f.releaseGroup(k)
 		}
 		if c.cur != nil {
-			mergeOrders(f.orders, c.cur.orders)
+			f.orders.merge(c.cur.orders)
 			for _, ch := range c.cur.chains {
 				f.w.rules[ch.Name] = len(ch.Rules)
 			}
@@ -197,7 +196,7 @@ func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *d
 func (f *familySync) rollback(changes []portChange, newSets []*ruleset.Set) {
 	for _, c := range changes {
 		for _, k := range c.allocated {
-			f.ids.release(k)
+			f.releaseGroup(k)
 		}
 	}
 	for _, s := range newSets {

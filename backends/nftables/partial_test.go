@@ -2,6 +2,7 @@ package nftables_test
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,4 +90,35 @@ func sortedPorts(st *proxier.State) []proxier.ServicePortName {
 	}
 	slicesSort(out)
 	return out
+}
+
+// TestSingleStackPortsTakeNoGroupInTheOtherFamily: on a dual-stack node,
+// IPv4-only service ports give the ip6 table no endpoint map (they took
+// an identifier, and so a map slot, in both families before), through a
+// full sync and through a partial one that adds another.
+func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
+	_, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	b := dualStackBackend(t, fake, node)
+	st := scaleState(40, 2, 1)
+	mustSync(t, b, st, fullDiff())
+	next := scaleState(41, 2, 1)
+	var added proxier.ServicePortName
+	for name := range next.Services {
+		if _, ok := st.Services[name]; !ok {
+			added = name
+		}
+	}
+	mustSync(t, b, next, changedDiff(added))
+	for fam, want := range map[ruleset.Family]int{ruleset.IPv4: 3, ruleset.IPv6: 0} {
+		maps := 0
+		for name := range fake.Table(fam, nftables.TableName).Sets {
+			if strings.HasPrefix(name, "endpoints-") {
+				maps++
+			}
+		}
+		if maps != want {
+			t.Errorf("%s table: %d endpoint maps for 41 IPv4 service ports, want %d", fam, maps, want)
+		}
+	}
 }

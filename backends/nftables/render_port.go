@@ -17,7 +17,7 @@ type portObjects struct {
 	chains   []*ruleset.Chain
 	sets     []*ruleset.Set // its own sets (session affinity)
 	elements map[string][]ruleset.Element
-	orders   map[groupKey][]netip.AddrPort
+	orders   []groupOrder
 }
 
 func (o *portObjects) add(set string, els ...ruleset.Element) {
@@ -40,8 +40,13 @@ func (v *portView) externallyAccessible() bool {
 	return v.sp.NodePort != 0 || len(v.externalIPs) > 0 || len(v.lbIPs) > 0
 }
 
-// groupsOf lists the endpoint groups a service port uses.
-func groupsOf(sp *proxier.ServicePort) []groupKey {
+// groupsOf lists the endpoint groups a service port uses in the family:
+// none when the family's table has nothing of it (a single-stack port in
+// the other family's table takes no identifier, and no map slot).
+func (fc *familyConfig) groupsOf(sp *proxier.ServicePort) []groupKey {
+	if !fc.serves(sp) {
+		return nil
+	}
 	var out []groupKey
 	if sp.UsesClusterEndpoints() {
 		out = append(out, groupKey{name: sp.Name})
@@ -52,6 +57,14 @@ func groupsOf(sp *proxier.ServicePort) []groupKey {
 	return out
 }
 
+// serves tells whether the family's table has anything of the port: a
+// usable protocol, a cluster IP of the family, a port number.
+func (fc *familyConfig) serves(sp *proxier.ServicePort) bool {
+	_, ok := protoNumber(sp.Protocol)
+	cip, hasIP := sp.ClusterIP(fc.family)
+	return ok && hasIP && cip.IsValid() && sp.Port != 0
+}
+
 // portRenderer renders service ports of one family. It is pure: group
 // identifiers and previous endpoint orders are inputs.
 type portRenderer struct {
@@ -59,17 +72,17 @@ type portRenderer struct {
 	node   proxier.NodeInfo
 	local  proxier.LocalMatch
 	ids    *groupIDs
-	orders map[groupKey][]netip.AddrPort
+	orders groupOrders // previous orders, read only
 }
 
 // view reduces a service port to the family, or returns nil when it has
 // nothing in it (no cluster IP of the family, or an unusable protocol).
 func (r *portRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) *portView {
-	p, ok := protoNumber(sp.Protocol)
-	cip, hasIP := sp.ClusterIP(r.fc.family)
-	if !ok || !hasIP || !cip.IsValid() || sp.Port == 0 {
+	if !r.fc.serves(sp) {
 		return nil
 	}
+	p, _ := protoNumber(sp.Protocol)
+	cip, _ := sp.ClusterIP(r.fc.family)
 	return &portView{
 		sp: sp, proto: p, clusterIP: cip.Unmap(),
 		externalIPs:  proxier.AddrsOfFamily(sp.ExternalIPs, r.fc.family),
@@ -86,7 +99,7 @@ func (r *portRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint) *
 	if v == nil {
 		return nil
 	}
-	o := &portObjects{elements: map[string][]ruleset.Element{}, orders: map[groupKey][]netip.AddrPort{}}
+	o := &portObjects{elements: map[string][]ruleset.Element{}}
 	cluster := r.group(v, o, groupKey{name: sp.Name}, v.sel.Cluster)
 	local := r.group(v, o, groupKey{name: sp.Name, local: true}, v.sel.Local)
 	r.dispatch(v, o)
@@ -122,8 +135,8 @@ func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []prox
 	if v.sp.AffinityTimeoutSeconds > 0 {
 		return r.affinityPicker(v, o, eps)
 	}
-	order := arrange(r.orders[k], eps)
-	o.orders[k] = order
+	order := arrange(r.orders.get(id), eps)
+	o.orders = append(o.orders, groupOrder{id, order})
 	o.add(endpointMap(id), groupElements(id, order)...)
 	dnat := ruleset.DNAT{Map: endpointMap(id), Offset: groupOffset(id)}
 	return func(match ...ruleset.Expr) []ruleset.Rule {
