@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -32,9 +33,20 @@ type leftoverStep struct {
 // mode's rules are in the kernel, so no packet meets a node without a path
 // to its service. A failed step is retried, all steps again, with a
 // backoff, up to takeoverAttempts times (each step is idempotent).
+//
+// The steps run beside the sync loop, not in it: reading a large ruleset
+// back (iptables-save of the nat table at 10k services) takes tens of
+// seconds, and changes must not wait for it. What the steps remove is
+// never what this mode writes (chainOwner), and each kernel interface
+// serialises the writes (the xtables lock, nf_tables transactions).
 type takeover struct {
-	steps   []leftoverStep
-	now     func() time.Time
+	steps []leftoverStep
+	now   func() time.Time
+	// spawn runs a pass of the steps (in a goroutine; inline in tests).
+	spawn func(func())
+
+	mu      sync.Mutex
+	running bool
 	done    bool
 	attempt int
 	next    time.Time
@@ -54,13 +66,22 @@ const (
 var errInUse = errors.New("still carries connections")
 
 func newTakeover(steps []leftoverStep) *takeover {
-	return &takeover{steps: steps, now: time.Now}
+	return &takeover{steps: steps, now: time.Now, spawn: func(f func()) { go f() }}
 }
 
+// PostSync starts a pass of the steps when one is due and none runs.
 func (t *takeover) PostSync(ctx context.Context, _ *proxier.State, _ *proxier.Diff) {
-	if t.done || t.now().Before(t.next) {
-		return
+	t.mu.Lock()
+	due := !t.done && !t.running && !t.now().Before(t.next)
+	t.running = t.running || due
+	t.mu.Unlock()
+	if due {
+		t.spawn(func() { t.pass(ctx) })
 	}
+}
+
+// pass runs every step once and schedules what follows.
+func (t *takeover) pass(ctx context.Context) {
 	start := t.now()
 	failed, inUse := 0, 0
 	for _, s := range t.steps {
@@ -77,6 +98,9 @@ func (t *takeover) PostSync(ctx context.Context, _ *proxier.State, _ *proxier.Di
 			klog.InfoS("Removed a previous proxy's leftovers", "kind", s.kind, "removed", removed)
 		}
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running = false
 	if failed == 0 && inUse > 0 {
 		t.next = t.now().Add(takeoverInUseRetry)
 		return

@@ -20,9 +20,61 @@ func (c *countingStep) step(kind string) leftoverStep {
 	}}
 }
 
+// inlineTakeover runs each pass inside PostSync, so a test sees its
+// effect at once.
+func inlineTakeover(steps []leftoverStep) *takeover {
+	tk := newTakeover(steps)
+	tk.spawn = func(f func()) { f() }
+	return tk
+}
+
+// A pass runs beside the sync loop: PostSync returns while a step is
+// still running, and later syncs start no second pass meanwhile.
+func TestTakeoverDoesNotHoldTheSyncLoop(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 10)
+	runs := 0
+	slow := leftoverStep{kind: "slow", run: func(context.Context) (string, error) {
+		runs++
+		started <- struct{}{}
+		<-release
+		return "", nil
+	}}
+	tk := newTakeover([]leftoverStep{slow})
+	returned := make(chan struct{})
+	go func() {
+		tk.PostSync(t.Context(), nil, nil)
+		tk.PostSync(t.Context(), nil, nil)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PostSync waited for the step")
+	}
+	<-started
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tk.mu.Lock()
+		done := tk.done
+		tk.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pass never finished")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tk.PostSync(t.Context(), nil, nil)
+	if runs != 1 || len(started) != 0 {
+		t.Fatalf("the step ran %d times, want once", runs)
+	}
+}
+
 func TestTakeoverRunsOnceAfterTheFirstSync(t *testing.T) {
 	a, b := &countingStep{}, &countingStep{}
-	tk := newTakeover([]leftoverStep{a.step("a"), b.step("b")})
+	tk := inlineTakeover([]leftoverStep{a.step("a"), b.step("b")})
 	for range 3 {
 		tk.PostSync(t.Context(), nil, nil)
 	}
@@ -34,7 +86,7 @@ func TestTakeoverRunsOnceAfterTheFirstSync(t *testing.T) {
 func TestTakeoverRetriesWithBackoffThenGivesUp(t *testing.T) {
 	now := time.Unix(0, 0)
 	a, ok := &countingStep{fail: 100}, &countingStep{}
-	tk := newTakeover([]leftoverStep{a.step("a"), ok.step("ok")})
+	tk := inlineTakeover([]leftoverStep{a.step("a"), ok.step("ok")})
 	tk.now = func() time.Time { return now }
 	tk.PostSync(t.Context(), nil, nil)
 	tk.PostSync(t.Context(), nil, nil) // within the backoff: nothing
@@ -58,7 +110,7 @@ func TestTakeoverRetriesWithBackoffThenGivesUp(t *testing.T) {
 func TestTakeoverStopsRetryingOnceItSucceeds(t *testing.T) {
 	now := time.Unix(0, 0)
 	a := &countingStep{fail: 1}
-	tk := newTakeover([]leftoverStep{a.step("a")})
+	tk := inlineTakeover([]leftoverStep{a.step("a")})
 	tk.now = func() time.Time { return now }
 	tk.PostSync(t.Context(), nil, nil)
 	now = now.Add(takeoverBackoff)
@@ -130,7 +182,7 @@ func TestTakeoverWaitsForStateInUse(t *testing.T) {
 		}
 		return "virtual servers", nil
 	}}
-	tk := newTakeover([]leftoverStep{step})
+	tk := inlineTakeover([]leftoverStep{step})
 	tk.now = func() time.Time { return now }
 	for range busy {
 		tk.PostSync(t.Context(), nil, nil)
