@@ -79,6 +79,7 @@ type Proxier struct {
 	snap   *Snapshotter
 	runner *SyncRunner
 	carry  *Diff // diff of a failed sync, merged into the next one
+	locals localPorts
 
 	seenMu sync.Mutex
 	seen   time.Time // when the oldest change not yet synced reached a tracker

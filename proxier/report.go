@@ -17,7 +17,8 @@ func (p *Proxier) report(st *State, diff *Diff, full bool, elapsed time.Duration
 	if p.health != nil {
 		p.health.Updated()
 	}
-	counts := countLocal(st, p.cfg.Family)
+	p.locals.update(st, diff)
+	counts := countLocal(st, p.locals, p.cfg.Family)
 	if p.svcHealth != nil {
 		if err := p.svcHealth.SyncServices(counts.hcPorts); err != nil {
 			klog.ErrorS(err, "Failed to sync health-check node ports")
@@ -79,17 +80,40 @@ func localReadyIPs(set map[netip.Addr]struct{}, local []Endpoint) map[netip.Addr
 	return set
 }
 
-// countLocal walks the State once: health-check node ports with their
-// local ready endpoint counts, and service ports whose Local policy has no
-// local endpoint while the service has endpoints elsewhere (kube-proxy's
-// sync_proxy_rules_no_local_endpoints_total).
-func countLocal(st *State, family v1.IPFamily) localCounts {
+// localPorts names the service ports that use Local endpoints (a policy
+// of Local), so that a sync's report walks those, not every port: it is
+// brought up to date from each synced Diff's changed ports, and rebuilt
+// from the State on a full one.
+type localPorts map[ServicePortName]struct{}
+
+func (l *localPorts) update(st *State, diff *Diff) {
+	if *l == nil || diff.Full {
+		*l = localPorts{}
+		for name, sp := range st.Services {
+			if sp.UsesLocalEndpoints() {
+				(*l)[name] = struct{}{}
+			}
+		}
+		return
+	}
+	for name := range diff.Changed {
+		if sp := st.Services[name]; sp != nil && sp.UsesLocalEndpoints() {
+			(*l)[name] = struct{}{}
+		} else {
+			delete(*l, name)
+		}
+	}
+}
+
+// countLocal walks the Local-policy ports once: health-check node ports
+// with their local ready endpoint counts, and service ports whose Local
+// policy has no local endpoint while the service has endpoints elsewhere
+// (kube-proxy's sync_proxy_rules_no_local_endpoints_total).
+func countLocal(st *State, locals localPorts, family v1.IPFamily) localCounts {
 	c := localCounts{hcPorts: map[types.NamespacedName]uint16{}, local: map[types.NamespacedName]int{}}
 	ready := map[types.NamespacedName]map[netip.Addr]struct{}{}
-	for name, sp := range st.Services {
-		if !sp.UsesLocalEndpoints() {
-			continue
-		}
+	for name := range locals {
+		sp := st.Services[name]
 		sel := SelectEndpoints(sp, st.Endpoints[name], st.Node, family)
 		if sp.HealthCheckNodePort != 0 {
 			c.hcPorts[name.NamespacedName] = sp.HealthCheckNodePort

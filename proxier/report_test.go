@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -38,7 +39,10 @@ func reportState() *State {
 }
 
 func TestCountLocal(t *testing.T) {
-	c := countLocal(reportState(), v1.IPv4Protocol)
+	st := reportState()
+	var locals localPorts
+	locals.update(st, &Diff{Full: true})
+	c := countLocal(st, locals, v1.IPv4Protocol)
 	nn := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: testNS, Name: n} }
 	if d := cmp.Diff(map[types.NamespacedName]uint16{nn("lb"): 32000, nn("draining"): 32001, nn("nolocal"): 32002}, c.hcPorts); d != "" {
 		t.Errorf("health-check ports (-want +got):\n%s", d)
@@ -105,5 +109,32 @@ func TestReport(t *testing.T) {
 	}
 	if got := metricValue(t, m.SyncProxyRulesLastTimestamp.WithLabelValues("IPv6")); got == 0 {
 		t.Error("last sync timestamp of IPv6 not set")
+	}
+}
+
+// The Local-policy index kept from the changed ports of each Diff equals
+// one rebuilt from the whole State: a port turned Local, one turned
+// Cluster, one deleted.
+func TestLocalPortsFollowDiffs(t *testing.T) {
+	st := reportState()
+	var locals localPorts
+	locals.update(st, &Diff{Full: true})
+	next := &State{Services: maps.Clone(st.Services), Endpoints: st.Endpoints, Node: st.Node}
+	toLocal, toCluster, gone := spn("cluster", "http", v1.ProtocolTCP), spn("internal", "http", v1.ProtocolTCP), spn("lb", "http", v1.ProtocolTCP)
+	sp := *next.Services[toLocal]
+	sp.InternalPolicyLocal = true
+	next.Services[toLocal] = &sp
+	sp2 := *next.Services[toCluster]
+	sp2.InternalPolicyLocal = false
+	next.Services[toCluster] = &sp2
+	delete(next.Services, gone)
+	locals.update(next, &Diff{Changed: map[ServicePortName]struct{}{toLocal: {}, toCluster: {}, gone: {}}})
+	var rebuilt localPorts
+	rebuilt.update(next, &Diff{Full: true})
+	if d := cmp.Diff(rebuilt, locals); d != "" {
+		t.Errorf("index after the diff (-rebuilt +kept):\n%s", d)
+	}
+	if _, ok := locals[toLocal]; !ok || len(locals) != len(rebuilt) {
+		t.Errorf("index %v, want the port turned Local in it", locals)
 	}
 }
