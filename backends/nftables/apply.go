@@ -59,28 +59,26 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 	return f.replaceForeign(ctx, conn, st, names, existing)
 }
 
-// allocateGroups gives every endpoint group of the state an identifier,
-// in service order, and frees those of groups gone.
+// allocateGroups numbers the state's endpoint groups afresh, densely in
+// service order, for a full sync (which rewrites every map and every rule
+// referring to one): identifiers freed by deletions since the last full
+// sync leave no empty maps behind, and the maps' width (perMap) follows
+// the number of groups. Each group keeps its endpoint order.
 func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName) {
-	ids := f.ids
-	if len(ids.ids) == 0 {
-		ids.ids = make(map[groupKey]uint32, len(names))
-	}
-	used := make([]uint32, 0, len(names))
+	old, oldOrders := f.ids, f.orders
+	ids := newGroupIDs()
+	ids.ids = make(map[groupKey]uint32, len(names))
+	orders := make(groupOrders, 0, len(names))
 	for _, name := range names {
 		for _, k := range f.fc.groupsOf(st.Services[name]) {
-			used = append(used, ids.ensure(k))
+			id := ids.ensure(k)
+			if was, ok := old.lookup(k); ok {
+				orders.set(id, oldOrders.get(was))
+			}
 		}
 	}
-	keep := make([]bool, ids.next) // by identifier, not a second map keyed by name
-	for _, id := range used {
-		keep[id] = true
-	}
-	for k, id := range ids.ids {
-		if !keep[id] {
-			f.releaseGroup(k)
-		}
-	}
+	ids.perMap = groupsPerMap(len(ids.ids))
+	f.ids, f.orders = ids, orders
 }
 
 // releaseGroup frees a group's identifier and forgets its order.

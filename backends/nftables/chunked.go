@@ -139,7 +139,7 @@ func (c *chunker) begin() {
 	}
 	sets := baseSets(c.f.fc)
 	for i := range c.f.ids.mapCount() {
-		sets = append(sets, endpointMapSet(endpointMap(i*groupsPerMap)))
+		sets = append(sets, endpointMapSet(endpointMap(i)))
 	}
 	c.add(baseChainsWhere(c.f.fc, false), sets, nil)
 }

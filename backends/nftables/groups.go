@@ -9,13 +9,32 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// groupsPerMap is how many endpoint groups share one interval map. Both
-// the kernel's set-name lookup (a list walk per rule referring to a set)
-// and its interval-map insertion (a walk over the map's nodes) grow with
-// what they walk; 10k service ports with a map each took 50 s to load,
-// one map for all took 17 s and its element changes 20-40 ms; maps of 16
-// groups load in 1.9 s and change in 1-2 ms (10k x 10, kernel 6.18).
-const groupsPerMap = 16
+// How many endpoint groups share one interval map. Both the kernel's
+// set-name lookup (a list walk per rule or element message referring to a
+// set) and its interval-map insertion (a walk over the map's nodes) grow
+// with what they walk; 10k service ports with a map each took 50 s to
+// load, one map for all took 17 s and its element changes 20-40 ms; maps
+// of 16 groups load in 1.9 s and change in 1-2 ms (10k x 10, kernel 6.18).
+// At 88k groups, 16 a map makes 5.5k maps for every lookup to walk: a
+// first sync in-process took 9.6 s at 16, 7.4 s at 32, 6.7 s at 64, 5.5 s
+// at 128, 7.2 s at 256 (44k x 1 x 2); 16 stays best at 10k x 10 (1.21 s
+// against 1.40 s at 64) and 5k x 50 (1.16 s against 1.62 s at 8). So a
+// full sync aims at about targetMaps maps: groupsPerMap is the power of
+// two nearest groups/targetMaps, within [minGroupsPerMap, maxGroupsPerMap].
+const (
+	targetMaps      = 640
+	minGroupsPerMap = 16
+	maxGroupsPerMap = 256
+)
+
+// groupsPerMap gives the maps' width for a table of n groups.
+func groupsPerMap(n int) uint32 {
+	per := uint32(minGroupsPerMap)
+	for per < maxGroupsPerMap && float64(n)/targetMaps >= float64(per)*1.5 {
+		per *= 2
+	}
+	return per
+}
 
 // groupKey names an endpoint group: the endpoints one kind of traffic to
 // a service port may reach, under the Cluster or the Local policy.
@@ -27,13 +46,20 @@ type groupKey struct {
 // groupIDs allocates endpoint-group identifiers for one family. An
 // identifier fixes the group's map (id / groupsPerMap) and its slot
 // range within it, so it stays the same while the group exists.
+//
+// perMap, how many groups share a map, is chosen by each full sync, which
+// rewrites every map and every rule that refers to one; partial syncs keep
+// it.
 type groupIDs struct {
-	ids  map[groupKey]uint32
-	free []uint32
-	next uint32
+	ids    map[groupKey]uint32
+	free   []uint32
+	next   uint32
+	perMap uint32
 }
 
-func newGroupIDs() *groupIDs { return &groupIDs{ids: map[groupKey]uint32{}} }
+func newGroupIDs() *groupIDs {
+	return &groupIDs{ids: map[groupKey]uint32{}, perMap: minGroupsPerMap}
+}
 
 func (g *groupIDs) lookup(k groupKey) (uint32, bool) {
 	id, ok := g.ids[k]
@@ -107,11 +133,15 @@ func (o *groupOrders) merge(src []groupOrder) {
 }
 
 // mapCount is the number of interval maps the allocated ids need.
-func (g *groupIDs) mapCount() uint32 { return (g.next + groupsPerMap - 1) / groupsPerMap }
+func (g *groupIDs) mapCount() uint32 { return (g.next + g.perMap - 1) / g.perMap }
 
-func endpointMap(id uint32) string { return fmt.Sprintf("%s%d", endpointMapPrefix, id/groupsPerMap) }
+// mapOf names group id's map; offset is the first slot of its range there.
+func (g *groupIDs) mapOf(id uint32) string { return endpointMap(id / g.perMap) }
 
-func groupOffset(id uint32) uint32 { return (id % groupsPerMap) * ruleset.SlotSpace }
+func (g *groupIDs) offset(id uint32) uint32 { return (id % g.perMap) * ruleset.SlotSpace }
+
+// endpointMap names the i-th endpoint map.
+func endpointMap(i uint32) string { return fmt.Sprintf("%s%d", endpointMapPrefix, i) }
 
 func endpointMapSet(name string) *ruleset.Set {
 	return &ruleset.Set{Name: name, Kind: ruleset.DataMap, Interval: true,
@@ -157,9 +187,9 @@ func arrange(prev []netip.AddrPort, eps []proxier.Endpoint) []netip.AddrPort {
 // groupElements splits the group's SlotSpace slots into one range per
 // endpoint, each ceil or floor of SlotSpace/n slots: with n endpoints an
 // endpoint's share is within n/SlotSpace of 1/n (0.02 % relative at n=10).
-func groupElements(id uint32, order []netip.AddrPort) []ruleset.Element {
+func groupElements(offset uint32, order []netip.AddrPort) []ruleset.Element {
 	n := uint64(len(order))
-	off := uint64(groupOffset(id))
+	off := uint64(offset)
 	out := make([]ruleset.Element, 0, n)
 	for k, ap := range order {
 		lo := off + uint64(k)*ruleset.SlotSpace/n

@@ -31,9 +31,9 @@ func TestGroupElementsShares(t *testing.T) {
 		for i := range order {
 			order[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 80)
 		}
-		id := uint32(5)
-		next := groupOffset(id)
-		for i, e := range groupElements(id, order) {
+		off := uint32(5 * ruleset.SlotSpace)
+		next := off
+		for i, e := range groupElements(off, order) {
 			lo, hi := e.Key[0].Num, e.KeyEnd[0].Num
 			if lo != next {
 				t.Fatalf("n=%d: range %d starts at %d, want %d", n, i, lo, next)
@@ -44,8 +44,8 @@ func TestGroupElementsShares(t *testing.T) {
 			}
 			next = hi + 1
 		}
-		if next != groupOffset(id)+ruleset.SlotSpace {
-			t.Errorf("n=%d: ranges end at %d, want %d", n, next, groupOffset(id)+ruleset.SlotSpace)
+		if next != off+ruleset.SlotSpace {
+			t.Errorf("n=%d: ranges end at %d, want %d", n, next, off+ruleset.SlotSpace)
 		}
 	}
 }
@@ -106,5 +106,15 @@ func TestSortedNamesOrder(t *testing.T) {
 	}
 	if got := sortedNames(m); !slices.Equal(got, want) {
 		t.Errorf("order:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestGroupsPerMapAimsAtTargetMaps: 16 groups a map up to ~15k groups,
+// then the power of two nearest groups/640, at most 256.
+func TestGroupsPerMapAimsAtTargetMaps(t *testing.T) {
+	for n, want := range map[int]uint32{0: 16, 10000: 16, 15000: 16, 20000: 32, 88000: 128, 200000: 256, 1000000: 256} {
+		if got := groupsPerMap(n); got != want {
+			t.Errorf("groupsPerMap(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 	tx := ruleset.NewTransaction(f.fc.nft, TableName)
 	var newSets []*ruleset.Set
 	for i := mapsBefore; i < f.ids.mapCount(); i++ {
-		newSets = append(newSets, endpointMapSet(endpointMap(i*groupsPerMap)))
+		newSets = append(newSets, endpointMapSet(endpointMap(i)))
 	}
 	added, gone := portSetChanges(changes)
 	newSets = append(newSets, added...)

@@ -122,3 +122,41 @@ func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
 		}
 	}
 }
+
+// TestFullSyncsResizeEndpointMaps: a full sync of 20k groups packs 32 in
+// a map; a partial sync then keeps that width; a full sync of fewer
+// groups goes back to 16 a map and deletes the maps it no longer needs.
+func TestFullSyncsResizeEndpointMaps(t *testing.T) {
+	_, node := flowtest.Fixture()
+	fake := nfttest.NewFake()
+	b := flowBackend(t, fake, node)
+	countMaps := func() int {
+		n := 0
+		for name := range fake.Table(ruleset.IPv4, nftables.TableName).Sets {
+			if strings.HasPrefix(name, "endpoints-") {
+				n++
+			}
+		}
+		return n
+	}
+	big := scaleState(20000, 1, 1)
+	mustSync(t, b, big, fullDiff())
+	if got := countMaps(); got != 625 {
+		t.Fatalf("20k groups: %d endpoint maps, want 625 (32 a map)", got)
+	}
+	more := scaleState(20001, 1, 1)
+	var added proxier.ServicePortName
+	for name := range more.Services {
+		if _, ok := big.Services[name]; !ok {
+			added = name
+		}
+	}
+	mustSync(t, b, more, changedDiff(added))
+	if got := countMaps(); got != 626 {
+		t.Errorf("after a partial sync adding group 20001: %d maps, want 626 (still 32 a map)", got)
+	}
+	mustSync(t, b, scaleState(100, 1, 1), fullDiff())
+	if got := countMaps(); got != 7 {
+		t.Errorf("100 groups after a full sync: %d maps, want 7 (16 a map)", got)
+	}
+}

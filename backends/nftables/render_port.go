@@ -137,8 +137,8 @@ func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []prox
 	}
 	order := arrange(r.orders.get(id), eps)
 	o.orders = append(o.orders, groupOrder{id, order})
-	o.add(endpointMap(id), groupElements(id, order)...)
-	dnat := ruleset.DNAT{Map: endpointMap(id), Offset: groupOffset(id)}
+	o.add(r.ids.mapOf(id), groupElements(r.ids.offset(id), order)...)
+	dnat := ruleset.DNAT{Map: r.ids.mapOf(id), Offset: r.ids.offset(id)}
 	return func(match ...ruleset.Expr) []ruleset.Rule {
 		return []ruleset.Rule{ruleset.R(append(withProto(v, match), dnat)...)}
 	}
