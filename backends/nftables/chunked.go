@@ -27,7 +27,7 @@ func hookedChain(c *ruleset.Chain) bool { return c.Hook != nil }
 // before its last commit leaves such a table). Such a table, or none at
 // all, is written in chunks.
 func notLive(fc *familyConfig, objs TableObjects) bool {
-	for _, c := range baseChains(fc) {
+	for _, c := range baseChains(fc, proxier.LocalMatch{}) {
 		if hookedChain(c) && slices.Contains(objs.Chains, c.Name) {
 			return false
 		}
@@ -78,7 +78,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 	if plan.table == "" {
 		plan.table = TableName
 	}
-	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, f.ids.next)}
+	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, f.ids.next), local: f.fc.localMatch(st.Node)}
 	c.w.prev = st
 	c.begin()
 	r := f.renderer(st.Node)
@@ -111,7 +111,8 @@ type chunker struct {
 	plan   chunkPlan
 	tx     *ruleset.Transaction
 	d      *desiredTable // the staged chunk's objects
-	size   int           // its rules and elements
+	local  proxier.LocalMatch
+	size   int // its rules and elements
 	w      *written
 	orders groupOrders
 	// chunks and counts tally the chunks written.
@@ -141,13 +142,13 @@ func (c *chunker) begin() {
 	for i := range c.f.ids.mapCount() {
 		sets = append(sets, endpointMapSet(endpointMap(i)))
 	}
-	c.add(baseChainsWhere(c.f.fc, false), sets, nil)
+	c.add(baseChainsWhere(c.f.fc, c.local, false), sets, nil)
 }
 
 // end stages the chains the hooks enter by and, over a live table, the
 // deletion of the chains and sets no longer wanted.
 func (c *chunker) end() {
-	c.add(baseChainsWhere(c.f.fc, true), nil, nil)
+	c.add(baseChainsWhere(c.f.fc, c.local, true), nil, nil)
 	if !c.plan.live {
 		return
 	}
@@ -177,9 +178,9 @@ func (c *chunker) wantedSet(name string) bool {
 
 // baseChainsWhere gives the table-wide chains a hook enters by (hooked)
 // or the others.
-func baseChainsWhere(fc *familyConfig, hooked bool) []*ruleset.Chain {
+func baseChainsWhere(fc *familyConfig, local proxier.LocalMatch, hooked bool) []*ruleset.Chain {
 	var out []*ruleset.Chain
-	for _, ch := range baseChains(fc) {
+	for _, ch := range baseChains(fc, local) {
 		if hookedChain(ch) == hooked {
 			out = append(out, ch)
 		}

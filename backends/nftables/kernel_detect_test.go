@@ -30,9 +30,10 @@ func TestKernelLocalTrafficDetection(t *testing.T) {
 			timedSync(t, tp.Node, b, localTrafficState(), fullDiff())
 			tp.CheckLocalTraffic(t, net.JoinHostPort(webIP, "80"), c)
 			out := kerneltest.Run(t, "ip", "netns", "exec", tp.Node, "nft", "list", "table", "ip", nftables.TableName)
+			const clusterIP = " ip daddr . meta l4proto . th dport @cluster-ip-ports jump mark-for-masquerade"
 			if want := map[string]string{
-				"ClusterCIDR": "ip saddr != 10.244.0.0/16 jump mark-for-masquerade", "NodeCIDR": "ip saddr != 10.244.0.0/24 jump mark-for-masquerade",
-				"BridgeInterface": `iifname != "br0" jump mark-for-masquerade`, "InterfaceNamePrefix": `iifname != "cali*" jump mark-for-masquerade`,
+				"ClusterCIDR": "ip saddr != 10.244.0.0/16" + clusterIP, "NodeCIDR": "ip saddr != 10.244.0.0/24" + clusterIP,
+				"BridgeInterface": `iifname != "br0"` + clusterIP, "InterfaceNamePrefix": `iifname != "cali*"` + clusterIP,
 			}[c.Name]; !strings.Contains(out, want) {
 				t.Errorf("nft list table ip %s has no %q:\n%s", nftables.TableName, want, out)
 			}

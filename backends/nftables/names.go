@@ -37,6 +37,7 @@ const (
 	setNoEndpoints      = "services-without-endpoints"
 	setNoEndpointPorts  = "nodeports-without-endpoints"
 	setHairpin          = "hairpin-endpoints"
+	setClusterIPPorts   = "cluster-ip-ports"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"
 )
@@ -92,7 +93,7 @@ func chainsOf(n proxier.ServicePortName) portChains {
 // unreachable, after kube-proxy's nftables mode adopted the table.
 func SwitchyardObject(name string) bool {
 	switch name {
-	case setNoEndpoints, setNoEndpointPorts, setHairpin, chainMarkMasq:
+	case setNoEndpoints, setNoEndpointPorts, setHairpin, setClusterIPPorts, chainMarkMasq:
 		return true
 	}
 	if strings.HasPrefix(name, prefixAffinity) || strings.HasPrefix(name, endpointMapPrefix) {

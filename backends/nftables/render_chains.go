@@ -18,14 +18,7 @@ func dnatRules(p picker, match ...ruleset.Expr) []ruleset.Rule {
 // internal group. Under internalTrafficPolicy Local with no local
 // endpoint the DNAT finds nothing and the packet is dropped.
 func (r *portRenderer) serviceChain(v *portView, cluster, local picker) *ruleset.Chain {
-	c := &ruleset.Chain{Name: v.chains.service}
-	switch {
-	case r.fc.masqueradeAll:
-		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
-	case r.local.IsImplemented():
-		// Without a local-traffic detector kube-proxy writes no rule.
-		c.Rules = append(c.Rules, ruleset.R(localExpr(r.local, true), jump(chainMarkMasq)))
-	}
+	c := &ruleset.Chain{Name: v.chains.service} // masquerading: clusterIPMasquerade
 	if v.sp.InternalPolicyLocal {
 		c.Rules = append(c.Rules, dnatRules(local)...)
 		c.Rules = append(c.Rules, ruleset.R(verdict("drop")).WithComment("no local endpoints"))

@@ -209,6 +209,7 @@ func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 		target := v.chains.external
 		if i == 0 {
 			target = v.chains.service
+			o.add(setClusterIPPorts, dstElement(ip, v, nil))
 		}
 		o.add(setServiceIPs, dstElement(ip, v, gotoV(target)))
 	}
