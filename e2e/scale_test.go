@@ -37,6 +37,15 @@ const (
 	// entry may name another binary, "switchyard@/path/to/bin:nftables",
 	// or set environment variables, "switchyard+GOGC=50:nftables".
 	scaleProxiesEnv = "SWITCHYARD_SCALE_PROXIES"
+	// How the background services get into the apiserver: "api" creates
+	// them through it, "etcd" writes them straight into its etcd (Service,
+	// IPAddress and EndpointSlice as the apiserver stores them; cleanup
+	// deletes them there too), since the apiserver's ClusterIP allocator
+	// makes the API path O(n²). Unset: etcd above seedAutoAbove (20k)
+	// services when the etcd is known (a private control plane, or
+	// SWITCHYARD_ETCD_ENDPOINT), api otherwise. Everything measured still
+	// goes through the API. (TestTakeover's background follows it too.)
+	scaleSeedEnv = "SWITCHYARD_SCALE_SEED"
 )
 
 // scaleTimeBox bounds a proxy's first sync; upstream's beyond it is

@@ -33,11 +33,16 @@ func takeoverTimeout(services int) time.Duration {
 	return converge + time.Duration(services/25)*time.Second
 }
 
-// createBackground creates n ClusterIP services of one TCP port, each with
-// one EndpointSlice of eps endpoints in 10.250.0.0/16 (no pod there).
+// createBackground creates n ClusterIP services of ports TCP ports, each
+// with one EndpointSlice of eps endpoints in 10.250.0.0/16 (no pod there):
+// through the API, or straight in etcd (seedByEtcd).
 func createBackground(t *testing.T, env *framework.Env, n, eps, ports int) {
 	t.Helper()
 	if n == 0 {
+		return
+	}
+	if seedByEtcd(t, n) {
+		seedBackground(t, env.Namespace, env.Topo.NodeName, n, eps, ports)
 		return
 	}
 	cs := burstClient(t)
@@ -65,9 +70,22 @@ func deleteBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env,
 	t.Logf("deleted %d background services in %s", n, secs(time.Since(start)))
 }
 
-// createBackgroundService creates service i with ports ports (80, 81, ...
-// to EchoPort, EchoPort+1, ...) and one slice of eps endpoints.
+// createBackgroundService creates service i and its slice (see
+// backgroundObjects) through the API.
 func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps, ports int) error {
+	svc, slice := backgroundObjects(env.Namespace, env.Topo.NodeName, i, eps, ports)
+	if _, err := cs.CoreV1().Services(env.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+	return err
+}
+
+// backgroundObjects is background service i of namespace ns, "bg-%05d" with
+// ports ports (80, 81, ... to EchoPort, EchoPort+1, ...), and its slice
+// "bg-%05d-1" of eps ready endpoints on node, as they are written (the
+// apiserver allocates the Service's address).
+func backgroundObjects(ns, node string, i, eps, ports int) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	name := fmt.Sprintf("bg-%05d", i)
 	var sps []corev1.ServicePort
 	var eports []discoveryv1.EndpointPort
@@ -79,16 +97,11 @@ func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *
 		sps = append(sps, framework.NewServicePort(pn, corev1.ProtocolTCP, 80+p, framework.EchoPort+p))
 		eports = append(eports, framework.NewEndpointPort(pn, corev1.ProtocolTCP, framework.EchoPort+p))
 	}
-	svc, err := cs.CoreV1().Services(env.Namespace).Create(ctx, framework.NewService(env.Namespace, name, sps...), metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
+	svc := framework.NewService(ns, name, sps...)
 	endpoints := make([]discoveryv1.Endpoint, eps)
 	for j := range endpoints {
 		k := i*eps + j
-		endpoints[j] = framework.ReadyEndpoint(fmt.Sprintf("10.250.%d.%d", k/250%250, k%250+1), env.Topo.NodeName)
+		endpoints[j] = framework.ReadyEndpoint(fmt.Sprintf("10.250.%d.%d", k/250%250, k%250+1), node)
 	}
-	s := framework.NewEndpointSlice(svc, "1", eports, endpoints...)
-	_, err = cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, s, metav1.CreateOptions{})
-	return err
+	return svc, framework.NewEndpointSlice(svc, "1", eports, endpoints...)
 }

@@ -29,6 +29,10 @@ type Cluster struct {
 	// same address inside a node namespace so kubeconfigs work unchanged.
 	APIAddr string
 	RunDir  string
+	// EtcdEndpoint is the client URL of the apiserver's etcd: the one
+	// StartCluster started, or $SWITCHYARD_ETCD_ENDPOINT for a reused
+	// cluster (empty if unknown). See Etcd.
+	EtcdEndpoint string
 
 	stop func() error // nil for a cluster this process did not start
 }
@@ -57,7 +61,7 @@ func ConnectCluster(kubeconfig string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", kubeconfig, err)
 	}
-	return &Cluster{Kubeconfig: kubeconfig, Config: cfg, Client: cs, APIAddr: addr}, nil
+	return &Cluster{Kubeconfig: kubeconfig, Config: cfg, Client: cs, APIAddr: addr, EtcdEndpoint: os.Getenv(EtcdEndpointEnv)}, nil
 }
 
 // StartCluster runs `hack/local-up.sh up` with a fresh RUN_DIR and free
@@ -88,6 +92,7 @@ func StartCluster(ctx context.Context, root string) (*Cluster, error) {
 		return nil, errors.Join(err, stop())
 	}
 	c.RunDir, c.stop = runDir, stop
+	c.EtcdEndpoint = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	return c, nil
 }
 
