@@ -103,21 +103,9 @@ func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
 	st := scaleState(40, 2, 1)
 	mustSync(t, b, st, fullDiff())
 	next := scaleState(41, 2, 1)
-	var added proxier.ServicePortName
-	for name := range next.Services {
-		if _, ok := st.Services[name]; !ok {
-			added = name
-		}
-	}
-	mustSync(t, b, next, changedDiff(added))
+	mustSync(t, b, next, changedDiff(addedPorts(st, next)...))
 	for fam, want := range map[ruleset.Family]int{ruleset.IPv4: 3, ruleset.IPv6: 0} {
-		maps := 0
-		for name := range fake.Table(fam, nftables.TableName).Sets {
-			if strings.HasPrefix(name, "endpoints-") {
-				maps++
-			}
-		}
-		if maps != want {
+		if maps := endpointMaps(fake, fam); maps != want {
 			t.Errorf("%s table: %d endpoint maps for 41 IPv4 service ports, want %d", fam, maps, want)
 		}
 	}
@@ -130,28 +118,14 @@ func TestFullSyncsResizeEndpointMaps(t *testing.T) {
 	_, node := flowtest.Fixture()
 	fake := nfttest.NewFake()
 	b := flowBackend(t, fake, node)
-	countMaps := func() int {
-		n := 0
-		for name := range fake.Table(ruleset.IPv4, nftables.TableName).Sets {
-			if strings.HasPrefix(name, "endpoints-") {
-				n++
-			}
-		}
-		return n
-	}
+	countMaps := func() int { return endpointMaps(fake, ruleset.IPv4) }
 	big := scaleState(20000, 1, 1)
 	mustSync(t, b, big, fullDiff())
 	if got := countMaps(); got != 625 {
 		t.Fatalf("20k groups: %d endpoint maps, want 625 (32 a map)", got)
 	}
 	more := scaleState(20001, 1, 1)
-	var added proxier.ServicePortName
-	for name := range more.Services {
-		if _, ok := big.Services[name]; !ok {
-			added = name
-		}
-	}
-	mustSync(t, b, more, changedDiff(added))
+	mustSync(t, b, more, changedDiff(addedPorts(big, more)...))
 	if got := countMaps(); got != 626 {
 		t.Errorf("after a partial sync adding group 20001: %d maps, want 626 (still 32 a map)", got)
 	}
@@ -159,4 +133,26 @@ func TestFullSyncsResizeEndpointMaps(t *testing.T) {
 	if got := countMaps(); got != 7 {
 		t.Errorf("100 groups after a full sync: %d maps, want 7 (16 a map)", got)
 	}
+}
+
+// addedPorts names the service ports of next that prev lacks.
+func addedPorts(prev, next *proxier.State) []proxier.ServicePortName {
+	var out []proxier.ServicePortName
+	for name := range next.Services {
+		if _, ok := prev.Services[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// endpointMaps counts the family table's endpoint maps in the fake.
+func endpointMaps(fake *nfttest.Fake, fam ruleset.Family) int {
+	n := 0
+	for name := range fake.Table(fam, nftables.TableName).Sets {
+		if strings.HasPrefix(name, "endpoints-") {
+			n++
+		}
+	}
+	return n
 }
