@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -208,36 +207,8 @@ func deleteBurstService(ctx context.Context, cs kubernetes.Interface, m *modeEnv
 // fails the test.
 func parallel(t *testing.T, n int, fn func(i int) error) {
 	t.Helper()
-	next := make(chan int)
-	errs := make(chan error, burstWorkers)
-	var wg sync.WaitGroup
-	for range burstWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errs:
-			close(next)
-			wg.Wait()
-			t.Fatal(err)
-		}
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
+	if err := framework.Parallel(n, burstWorkers, fn); err != nil {
 		t.Fatal(err)
-	default:
 	}
 }
 

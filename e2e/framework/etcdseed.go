@@ -2,13 +2,12 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -107,7 +106,7 @@ func (e *Etcd) Close() error { return e.cli.Close() }
 // would be lost to it. With 64 Services a transaction, 11 of one
 // transaction never reached the apiserver's own Service informer.
 func (e *Etcd) Create(ctx context.Context, objs []runtime.Object) error {
-	return inParallel(len(objs), func(i int) error { return e.create(ctx, objs[i]) })
+	return Parallel(len(objs), etcdWriters, func(i int) error { return e.create(ctx, objs[i]) })
 }
 
 func (e *Etcd) create(ctx context.Context, obj runtime.Object) error {
@@ -146,7 +145,7 @@ func (e *Etcd) Keys(ctx context.Context, prefix string) ([]string, error) {
 // Delete deletes keys one by one (see Create: one revision each),
 // etcdWriters at a time.
 func (e *Etcd) Delete(ctx context.Context, keys []string) error {
-	return inParallel(len(keys), func(i int) error {
+	return Parallel(len(keys), etcdWriters, func(i int) error {
 		_, err := e.cli.Delete(ctx, keys[i])
 		return err
 	})
@@ -178,35 +177,16 @@ func ownedByServiceIn(ip *networkingv1.IPAddress, ns string) bool {
 	return ref != nil && ref.Group == "" && ref.Resource == "services" && ref.Namespace == ns
 }
 
-// inParallel runs fn(0..n-1) on etcdWriters goroutines and returns the
-// errors it met (it stops handing out work after the first).
-func inParallel(n int, fn func(i int) error) error {
-	var (
-		mu   sync.Mutex
-		errs []error
-		next int
-		wg   sync.WaitGroup
-	)
-	take := func() (int, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= n || len(errs) > 0 {
-			return 0, false
+// Parallel runs fn(0..n-1) on up to workers goroutines and returns the
+// first error; after one, no further call starts.
+func Parallel(n, workers int, fn func(i int) error) error {
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(workers)
+	for i := range n {
+		if ctx.Err() != nil {
+			break
 		}
-		next++
-		return next - 1, true
+		g.Go(func() error { return fn(i) })
 	}
-	for range min(etcdWriters, n) {
-		wg.Go(func() {
-			for i, ok := take(); ok; i, ok = take() {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }

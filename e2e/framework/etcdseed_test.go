@@ -191,14 +191,14 @@ func TestClusterIPBand(t *testing.T) {
 	}
 }
 
-func TestInParallel(t *testing.T) {
+func TestParallel(t *testing.T) {
 	var ran atomic.Int64
-	if err := inParallel(1000, func(int) error { ran.Add(1); return nil }); err != nil || ran.Load() != 1000 {
+	if err := Parallel(1000, etcdWriters, func(int) error { ran.Add(1); return nil }); err != nil || ran.Load() != 1000 {
 		t.Errorf("ran %d, %v", ran.Load(), err)
 	}
 	ran.Store(0)
 	boom := errors.New("boom")
-	err := inParallel(1000, func(i int) error {
+	err := Parallel(1000, etcdWriters, func(i int) error {
 		ran.Add(1)
 		if i == 10 {
 			return boom
@@ -209,7 +209,7 @@ func TestInParallel(t *testing.T) {
 	if !errors.Is(err, boom) || ran.Load() > 100 {
 		t.Errorf("after an error: ran %d, %v", ran.Load(), err)
 	}
-	if err := inParallel(0, func(int) error { return boom }); err != nil {
+	if err := Parallel(0, etcdWriters, func(int) error { return boom }); err != nil {
 		t.Error(err)
 	}
 }
