@@ -18,10 +18,15 @@ type familySync struct {
 	needFull bool
 	// generation is the ruleset generation after our last commit.
 	generation uint32
+	// restarted holds until a full sync succeeds: the table, if any, is
+	// a predecessor's, whose tags the full sync trusts to leave alone
+	// what already holds what it renders. A later full sync (a repair:
+	// the table changed behind the daemon's back) rewrites everything.
+	restarted bool
 }
 
 func newFamilySync(fc *familyConfig) *familySync {
-	f := &familySync{fc: fc, needFull: true}
+	f := &familySync{fc: fc, needFull: true, restarted: true}
 	f.reset()
 	return f
 }
@@ -51,34 +56,87 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 		return syncResult{}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, TableName, err)
 	}
 	names := sortedNames(st.Services)
-	f.allocateGroups(st, names)
 	if !existing.Foreign && !holdsForeignObjects(existing) {
 		idle := notLive(f.fc, existing)
-		return f.fullChunked(ctx, conn, st, chunkPlan{names: names, recreate: exists && idle, live: exists && !idle, existing: existing})
+		plan := chunkPlan{names: names, recreate: exists && idle, live: exists && !idle, existing: existing}
+		if plan.live && f.restarted {
+			plan.kept, plan.elements = f.readLive(ctx, conn, existing.Sets)
+		}
+		f.allocateGroups(st, names, plan.kept)
+		f.adoptOrders(plan.elements)
+		return f.fullChunked(ctx, conn, st, plan)
 	}
+	f.allocateGroups(st, names, nil)
 	return f.replaceForeign(ctx, conn, st, names, existing)
 }
 
-// allocateGroups numbers the state's endpoint groups afresh, densely in
-// service order, for a full sync (which rewrites every map and every rule
-// referring to one): identifiers freed by deletions since the last full
-// sync leave no empty maps behind, and the maps' width (perMap) follows
-// the number of groups. Each group keeps its endpoint order.
-func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName) {
-	old, oldOrders := f.ids, f.orders
-	ids := newGroupIDs()
-	ids.ids = make(map[groupKey]uint32, len(names))
-	orders := make(groupOrders, 0, len(names))
-	for _, name := range names {
-		for _, k := range f.fc.groupsOf(st.Services[name]) {
-			id := ids.ensure(k)
-			if was, ok := old.lookup(k); ok {
-				orders.set(id, oldOrders.get(was))
+// readLive reads the live table's sets back (see liveSet), so that a
+// full sync over it (a restart, a repair) leaves alone what already holds
+// what it renders, and the tags of the chains the verdict maps go to
+// (see ruleset.ChainTag). A set that cannot be read is logged and written
+// whole.
+func (f *familySync) readLive(ctx context.Context, conn Conn, existingSets []string) (map[string]*ruleset.ChainTag, map[string]*liveSet) {
+	sets := f.readSets(ctx, conn, existingSets)
+	chains := map[string]*ruleset.ChainTag{}
+	for _, name := range []string{setServiceIPs, setServiceNodePorts, setFirewallIPs} {
+		if ls := sets[name]; ls != nil {
+			ls.tags(chains)
+		} else {
+			return nil, sets // chains it sends to are unknown: rewrite them all
+		}
+	}
+	return chains, sets
+}
+
+// allocateGroups numbers the state's endpoint groups for a full sync,
+// which rewrites every map and every rule referring to one. Over a live
+// table whose rules name their groups (live), the groups keep those
+// identifiers where adoptGroups allows, so its chains stay as they are;
+// otherwise they are numbered afresh, densely in service order:
+// identifiers freed by deletions since the last full sync leave no empty
+// maps behind, and the maps' width (perMap) follows the number of groups.
+// Each group keeps its endpoint order.
+func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName, live map[string]*ruleset.ChainTag) {
+	each := func(fn func(groupKey)) {
+		for _, name := range names {
+			for _, k := range f.fc.groupsOf(st.Services[name]) {
+				fn(k)
 			}
 		}
 	}
-	ids.perMap = groupsPerMap(len(ids.ids))
+	n := 0
+	each(func(groupKey) { n++ })
+	old, oldOrders := f.ids, f.orders
+	ids := adoptGroups(each, n, live, groupsPerMap(n))
+	if ids == nil {
+		ids = newGroupIDs()
+		ids.ids = make(map[groupKey]uint32, n)
+		ids.perMap = groupsPerMap(n)
+	}
+	orders := make(groupOrders, 0, n)
+	each(func(k groupKey) {
+		id := ids.ensure(k)
+		if was, ok := old.lookup(k); ok {
+			orders.set(id, oldOrders.get(was))
+		}
+	})
 	f.ids, f.orders = ids, orders
+}
+
+// adoptOrders takes, for each group without a known endpoint order, the
+// order its slot block in the live table holds, so that its ranges are
+// kept where its endpoints are the same.
+func (f *familySync) adoptOrders(live map[string]*liveSet) {
+	for _, id := range f.ids.ids {
+		if f.orders.get(id) != nil {
+			continue
+		}
+		if ls := live[f.ids.mapOf(id)]; ls != nil {
+			if order := ls.order(f.ids.offset(id)); len(order) > 0 {
+				f.orders.set(id, order)
+			}
+		}
+	}
 }
 
 // releaseGroup frees a group's identifier and forgets its order.
@@ -94,20 +152,25 @@ type desiredTable struct {
 	chains   []*ruleset.Chain // table-wide chains first, then per port in order
 	sets     []*ruleset.Set
 	elements map[string][]ruleset.Element
-	hairpin  *addrCounts
+	// deletes are elements of the live table to delete before elements
+	// are added (a full sync over it).
+	deletes map[string][]ruleset.Element
+	hairpin *addrCounts
 }
 
-// addElements collects elements, the hairpin set's once per address.
-func (d *desiredTable) addElements(set string, els []ruleset.Element) {
-	for _, e := range els {
-		if set == setHairpin {
-			a := e.Key[0].Addr
-			if d.hairpin.inc(a) > 1 {
-				continue
-			}
-		}
-		d.elements[set] = append(d.elements[set], e)
+// fresh drops the hairpin set's elements of addresses already written:
+// that set gets each address once.
+func (d *desiredTable) fresh(set string, els []ruleset.Element) []ruleset.Element {
+	if set != setHairpin {
+		return els
 	}
+	out := els[:0:0]
+	for _, e := range els {
+		if d.hairpin.inc(e.Key[0].Addr) == 1 {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // add counts what a render (or a chunk of one) writes: its sets, the

@@ -49,6 +49,13 @@ type chunkPlan struct {
 	// ends by deleting what is no longer wanted.
 	live     bool
 	existing TableObjects
+	// kept are the tags of the live table's chains: when set, a service
+	// port's chain whose tag's print is the render's is left as it is,
+	// and only the others are flushed and written again.
+	kept map[string]*ruleset.ChainTag
+	// elements are the live table's sets read back: a set here is not
+	// flushed; only the elements that differ are written (liveSet.diff).
+	elements map[string]*liveSet
 }
 
 // fullChunked writes the whole table a service port at a time, each chunk
@@ -68,7 +75,7 @@ func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.Sta
 	if err != nil {
 		return c.result(), err
 	}
-	f.w, f.orders, f.needFull = c.w, c.orders, false
+	f.w, f.orders, f.needFull, f.restarted = c.w, c.orders, false, false
 	f.closeHandover(ctx, conn)
 	return c.result(), nil
 }
@@ -87,7 +94,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 		if o == nil {
 			continue
 		}
-		c.add(o.chains, o.sets, o.elements)
+		c.add(c.keep(o.chains), o.sets, o.elements)
 		c.orders.merge(o.orders)
 		if c.size >= chunkObjects {
 			if err := c.commit(ctx, false); err != nil {
@@ -99,7 +106,8 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 	if err := c.commit(ctx, true); err != nil {
 		return c, err
 	}
-	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "table", plan.table, "live", plan.live, "chunks", c.chunks)
+	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "table", plan.table, "live", plan.live,
+		"chunks", c.chunks, "chainsKept", c.kept, "elementsKept", c.keptElements)
 	return c, nil
 }
 
@@ -115,8 +123,12 @@ type chunker struct {
 	size   int // its rules and elements
 	w      *written
 	orders groupOrders
-	// chunks and counts tally the chunks written.
-	chunks                int
+	// existing names the live table's chains (plan.kept set).
+	existing map[string]bool
+	// chunks and counts tally the chunks written, kept the chains left
+	// as they were.
+	chunks, kept          int
+	keptElements          int
 	rules, added, deleted int
 }
 
@@ -129,11 +141,18 @@ func (c *chunker) begin() {
 	}
 	c.tx.AddTable()
 	if c.plan.live {
+		tableWide := map[string]bool{}
+		for _, ch := range baseChains(c.f.fc, c.local) {
+			tableWide[ch.Name] = true
+		}
 		for _, ch := range c.plan.existing.Chains {
-			c.tx.FlushChain(ch)
+			if c.plan.kept == nil || tableWide[ch] {
+				c.tx.FlushChain(ch)
+			}
 		}
 		for _, s := range c.plan.existing.Sets {
-			if !isAffinitySet(s) { // clients keep their endpoint across a rewrite
+			// clients keep their endpoint across a rewrite
+			if !isAffinitySet(s) && c.plan.elements[s] == nil {
 				c.tx.FlushSet(s)
 			}
 		}
@@ -152,16 +171,60 @@ func (c *chunker) end() {
 	if !c.plan.live {
 		return
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.plan.elements)) {
+		ls := c.plan.elements[name]
+		if els := ls.leftover(c.f.fc.nft); len(els) > 0 && c.wantedSet(name) {
+			c.tx.DeleteElements(ls.set, els) // before the chains they jump to go
+		}
+	}
+	var unwanted []string
 	for _, ch := range c.plan.existing.Chains {
 		if !c.wantedChain(ch) {
-			c.tx.DeleteChain(ch)
+			unwanted = append(unwanted, ch)
+			c.tx.FlushChain(ch) // all before any is deleted: they may jump to each other
 		}
+	}
+	for _, ch := range unwanted {
+		c.tx.DeleteChain(ch)
 	}
 	for _, s := range c.plan.existing.Sets {
 		if !c.wantedSet(s) {
 			c.tx.DeleteSet(s)
 		}
 	}
+}
+
+// keep drops from a port's chains those the live table holds as
+// rendered (plan.kept), counting their rules as written; a chain the
+// table holds otherwise is flushed, in the staged chunk, before it is
+// written again.
+func (c *chunker) keep(chains []*ruleset.Chain) []*ruleset.Chain {
+	if c.plan.kept == nil {
+		return chains
+	}
+	if c.existing == nil {
+		c.existing = make(map[string]bool, len(c.plan.existing.Chains))
+		for _, name := range c.plan.existing.Chains {
+			c.existing[name] = true
+		}
+	}
+	out := chains[:0:0]
+	for _, ch := range chains {
+		live := c.plan.kept[ch.Name]
+		switch {
+		case !c.existing[ch.Name]: // new
+		case live == nil || live == untagged:
+			c.tx.FlushChain(ch.Name)
+		case live.Print == ruleset.PrintOf(c.f.fc.nft, ch.Rules):
+			c.w.rules[ch.Name] = len(ch.Rules)
+			c.kept++
+			continue
+		default:
+			c.tx.FlushChain(ch.Name)
+		}
+		out = append(out, ch)
+	}
+	return out
 }
 
 // wantedChain and wantedSet tell whether this sync writes the named
@@ -190,7 +253,7 @@ func baseChainsWhere(fc *familyConfig, local proxier.LocalMatch, hooked bool) []
 
 func (c *chunker) next() {
 	c.tx = ruleset.NewTransaction(c.f.fc.nft, c.plan.table)
-	c.d = &desiredTable{elements: map[string][]ruleset.Element{}, hairpin: c.w.hairpin}
+	c.d = &desiredTable{elements: map[string][]ruleset.Element{}, deletes: map[string][]ruleset.Element{}, hairpin: c.w.hairpin}
 	c.size = 0
 }
 
@@ -202,7 +265,15 @@ func (c *chunker) add(chains []*ruleset.Chain, sets []*ruleset.Set, elements map
 		c.size += len(ch.Rules)
 	}
 	for set, els := range elements {
-		c.d.addElements(set, els)
+		els = c.d.fresh(set, els)
+		if ls := c.plan.elements[set]; ls != nil {
+			d := ls.diff(els)
+			els = d.add
+			c.d.deletes[set] = append(c.d.deletes[set], d.del...)
+			c.w.counts[set] += d.kept
+			c.keptElements += d.kept
+		}
+		c.d.elements[set] = append(c.d.elements[set], els...)
 		c.size += len(els)
 	}
 }
@@ -252,6 +323,11 @@ func (d *desiredTable) writeChunk(tx *ruleset.Transaction, sets map[string]*rule
 	for _, ch := range d.chains {
 		for _, r := range ch.Rules {
 			tx.AddRule(ch.Name, r)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.deletes)) {
+		if els := d.deletes[name]; len(els) > 0 {
+			tx.DeleteElements(sets[name], els)
 		}
 	}
 	names := slices.Sorted(maps.Keys(d.elements))

@@ -9,7 +9,7 @@ import (
 // Conn is the backend's only way to the kernel: commit a transaction on
 // one table atomically, and list what a table holds. The netlink
 // implementation is NewNetlinkConn; backends/nftables/testing has a strict
-// stateful fake.
+// stateful fake. The reading methods may be called concurrently.
 type Conn interface {
 	// Run commits the transaction: all of it or, on error, none. What
 	// Append staged before it on the same table is part of it.
@@ -26,6 +26,10 @@ type Conn interface {
 	// ListObjects names the chains and sets of a table; exists is false
 	// (with no error) when the table is missing.
 	ListObjects(ctx context.Context, f ruleset.Family, table string) (objs TableObjects, exists bool, err error)
+	// ReadElements hands every element of a set to fn, decoded for the
+	// set s describes, with its tag; an interval's start and end come as
+	// one element, as written. fn must not keep the element.
+	ReadElements(ctx context.Context, f ruleset.Family, table string, s *ruleset.Set, fn func(*ruleset.Element)) error
 	// Counts gives the number of rules of each chain and of elements of
 	// each set of a table, to check it against what was written.
 	Counts(ctx context.Context, f ruleset.Family, table string) (TableCounts, error)

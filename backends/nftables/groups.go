@@ -90,6 +90,80 @@ func (g *groupIDs) release(k groupKey) {
 	}
 }
 
+// adoptGroups gives the groups (each lists them; n of them) the
+// identifiers the live table's tags name for them, when its maps' width
+// is within a factor of two of want and its identifiers are not much
+// sparser than the groups (at most n/4 + width unused below the highest):
+// the chains written with them then stay as they are. Groups the table
+// does not name get the lowest free identifiers. Nil when nothing can be
+// adopted: the groups are then numbered afresh.
+func adoptGroups(each func(func(groupKey)), n int, live map[string]*ruleset.ChainTag, want uint32) *groupIDs {
+	if len(live) == 0 {
+		return nil
+	}
+	refs := liveGroups(each, n, live)
+	width, top := uint32(0), uint32(0)
+	for _, g := range refs {
+		switch {
+		case g.Width == 0:
+		case width == 0 || g.Width == width:
+			width, top = g.Width, max(top, g.ID+1)
+		default:
+			return nil
+		}
+	}
+	if width == 0 || width < want/2 || width > want*2 || int(top) > n+n/4+int(width) {
+		return nil
+	}
+	ids := &groupIDs{ids: make(map[groupKey]uint32, n), perMap: width, next: top}
+	taken := make([]bool, top)
+	i := 0
+	each(func(k groupKey) {
+		if g := refs[i]; g.Width != 0 && !taken[g.ID] {
+			ids.ids[k], taken[g.ID] = g.ID, true
+		}
+		i++
+	})
+	for id, t := range taken {
+		if !t {
+			ids.free = append(ids.free, uint32(id))
+		}
+	}
+	return ids
+}
+
+// liveGroups finds, for each group in order, the group the live tags of
+// its port's chains name for it (Width zero when none). A port's groups
+// come one after the other, so its chains are named once.
+func liveGroups(each func(func(groupKey)), n int, live map[string]*ruleset.ChainTag) []ruleset.GroupRef {
+	refs := make([]ruleset.GroupRef, 0, n)
+	var port proxier.ServicePortName
+	var tags [2]*ruleset.ChainTag
+	each(func(k groupKey) {
+		if len(refs) == 0 || k.name != port {
+			chains := chainsOf(k.name)
+			port, tags = k.name, [2]*ruleset.ChainTag{live[chains.service], live[chains.external]}
+		}
+		refs = append(refs, groupIn(tags, k.local))
+	})
+	return refs
+}
+
+// groupIn is the first of the tags' groups of the given kind.
+func groupIn(tags [2]*ruleset.ChainTag, local bool) ruleset.GroupRef {
+	for _, t := range tags {
+		if t == nil {
+			continue
+		}
+		for _, g := range t.Groups {
+			if g.Local == local {
+				return g
+			}
+		}
+	}
+	return ruleset.GroupRef{}
+}
+
 // groupOrders holds each endpoint group's endpoint order, indexed by the
 // group's identifier (identifiers are dense: the lowest free is reused),
 // so that a service port costs a slice header here instead of a map entry

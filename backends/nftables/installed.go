@@ -90,18 +90,19 @@ func (d *delta) add(set string, e ruleset.Element) {
 	d.adds[set] = append(d.adds[set], e)
 }
 
-// subtract gives the elements of a not in b (same key and same data).
+// subtract gives the elements of a not in b (same key, same data, same
+// tag: an element whose chain changes is written again with its tag).
 func subtract(s *ruleset.Set, a, b []ruleset.Element) []ruleset.Element {
 	if len(b) == 0 {
 		return a
 	}
 	in := make(map[string]bool, len(b))
 	for _, e := range b {
-		in[e.Text(s)] = true
+		in[e.Text(s)+e.Tag.Key()] = true
 	}
 	var out []ruleset.Element
 	for _, e := range a {
-		if !in[e.Text(s)] {
+		if !in[e.Text(s)+e.Tag.Key()] {
 			out = append(out, e)
 		}
 	}

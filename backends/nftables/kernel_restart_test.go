@@ -2,13 +2,18 @@ package nftables_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
-	"math/rand/v2"
-	"testing"
-
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
+	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -118,5 +123,149 @@ func TestKernelCountsOwnTableOnly(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKernelRestartKeepsChains: a new daemon over its predecessor's table,
+// with one service port gone, leaves the chains of the others as they
+// are (the kernel's rule handles do not change) and deletes the gone
+// one's; the table then holds what the fake holds after the same two
+// daemons, and the kernel's elements read back (tags included) are the
+// fake's.
+func TestKernelRestartKeepsChains(t *testing.T) {
+	kerneltest.Require(t)
+	ns := kerneltest.NewNetns(t, "nftkeep")
+	addForeignTables(t, ns)
+	before, node := flowtest.Fixture()
+	after, _ := flowtest.Fixture()
+	names := sortedPortNames(after)
+	gone := names[len(names)/3]
+	delete(after.Services, gone)
+	delete(after.Endpoints, gone)
+	kernelSync(t, ns, kernelBackend(t, node), before, fullDiff())
+	handles := portRuleHandles(t, ns)
+	kernelSync(t, ns, kernelBackend(t, node), after, fullDiff())
+	now := portRuleHandles(t, ns)
+	if len(now) == 0 || len(now) >= len(handles) {
+		t.Fatalf("%d rules in port chains after the restart, %d before: want fewer, and some", len(now), len(handles))
+	}
+	for rule, h := range now {
+		if handles[rule] != h {
+			t.Errorf("the restart wrote %q again (handle %s, was %q)", rule, h, handles[rule])
+		}
+	}
+	fake := nfttest.NewFake()
+	mustSync(t, flowBackend(t, fake, node), before, fullDiff())
+	mustSync(t, flowBackend(t, fake, node), after, fullDiff())
+	checkKernelCounts(t, ns, fake)
+	for _, fam := range families {
+		for _, set := range []*ruleset.Set{{Name: "service-ips", Kind: ruleset.VerdictMap, Key: ruleset.Fields{ruleset.FieldDaddr, ruleset.FieldL4Proto, ruleset.FieldDport}}} {
+			checkKernelElementsMatchFake(t, ns, fake, fam, set)
+		}
+	}
+}
+
+// checkKernelElementsMatchFake reads a set back from the kernel and from
+// the fake (keys, data, verdicts and the tags nft does not show) and
+// compares them.
+func checkKernelElementsMatchFake(t *testing.T, ns string, fake *nfttest.Fake, fam ruleset.Family, s *ruleset.Set) {
+	t.Helper()
+	read := func(conn nftables.Conn) map[string]string {
+		out := map[string]string{}
+		err := conn.ReadElements(context.Background(), fam, nftables.TableName, s, func(e *ruleset.Element) {
+			out[e.KeyText(s)] = fmt.Sprintf("%s %x", e.Text(s), e.Tag.Key())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var got map[string]string
+	if err := kerneltest.InNetns(ns, func() error { got = read(nftables.NewNetlinkConn()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := read(fake)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("%s set %s read back from the kernel differs from the fake's (-fake +kernel):\n%s", fam, s.Name, d)
+	}
+	tagged := 0
+	for _, v := range got {
+		if !strings.HasSuffix(v, " ") {
+			tagged++
+		}
+	}
+	if len(got) > 0 && tagged == 0 {
+		t.Errorf("%s set %s: no element carries a tag", fam, s.Name)
+	}
+}
+
+// portRuleHandles maps each rule of a service port's chain, as nft lists
+// it ("chain: rule"), to its handle; but those of the fixture's port with
+// session affinity, whose chains a restart rewrites.
+func portRuleHandles(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, fam := range families {
+		listed := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "-a", "list", "table", string(fam), nftables.TableName)
+		chain := ""
+		for _, line := range strings.Split(listed, "\n") {
+			line = strings.TrimSpace(line)
+			if name, ok := strings.CutPrefix(line, "chain "); ok {
+				chain = strings.Fields(name)[0]
+				continue
+			}
+			rule, handle, ok := strings.Cut(line, " # handle ")
+			if ok && isPortChain(chain) && !strings.Contains(chain, ".sticky.") {
+				out[string(fam)+" "+chain+": "+rule] = handle
+			}
+		}
+	}
+	return out
+}
+
+// sortedPortNames lists the state's service ports in order.
+func sortedPortNames(st *proxier.State) []proxier.ServicePortName {
+	names := make([]proxier.ServicePortName, 0, len(st.Services))
+	for n := range st.Services {
+		names = append(names, n)
+	}
+	slicesSort(names)
+	return names
+}
+
+// TestKernelRestartChurn: TestRestartChurn's restarts in a real kernel,
+// beside the fake going through the same daemons: after every step the
+// kernel's elements (as nft lists them) and its rules per chain are the
+// fake's. The kernel's read-back (rule tags, element dumps paired into
+// ranges) must agree with the fake's for the restarts to write the same
+// transactions, and the kernel must accept them.
+func TestKernelRestartChurn(t *testing.T) {
+	kerneltest.Require(t)
+	ns := kerneltest.NewNetns(t, "nftrchurn")
+	r := rand.New(rand.NewPCG(11, 12))
+	_, node := flowtest.Fixture()
+	svcs, nextIP := churnServices(12)
+	fake := nfttest.NewFake()
+	fb, kb := flowBackend(t, fake, node), kernelBackend(t, node)
+	st := emptyChurnState()
+	mustSync(t, fb, st, fullDiff())
+	kernelSync(t, ns, kb, st, fullDiff())
+	for step := range 80 {
+		s := svcs[r.IntN(len(svcs))]
+		what := s.churn(r, nextIP)
+		next := cloneState(st)
+		diff := churnDiff()
+		s.write(next, diff)
+		if step%3 == 0 {
+			fb, kb, diff = flowBackend(t, fake, node), kernelBackend(t, node), fullDiff()
+		}
+		mustSync(t, fb, next, diff)
+		kernelSync(t, ns, kb, next, diff)
+		st = next
+		out := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "list", "table", "ip", nftables.TableName)
+		if d := cmp.Diff(nftElements(fake.Dump(ruleset.IPv4, nftables.TableName)), nftElements(out)); d != "" {
+			t.Fatalf("step %d (%s: %s): kernel elements differ from the fake's (-fake +kernel):\n%s", step, s.name, what, d)
+		}
+		checkKernelCounts(t, ns, fake)
 	}
 }

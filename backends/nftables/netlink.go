@@ -8,7 +8,6 @@ import (
 
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 
@@ -38,6 +37,11 @@ type NetlinkConn struct {
 
 	qmu   sync.Mutex
 	query *netlink.Conn // for ListObjects, Counts, Generation
+	// dumps are idle sockets for streamed dumps, kept as query is: two
+	// dumps may run at once, each on a socket of its own.
+	dmu   sync.Mutex
+	dumps []*nfSocket
+	seq   uint32
 }
 
 var _ Conn = (*NetlinkConn)(nil)
@@ -109,8 +113,10 @@ func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 	}
 	b := n.pending
 	if b == nil {
-		b = &batch{c: n.conn, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)}, sets: map[string]*gnft.Set{}}
-		n.pending, n.wire = b, newWire()
+		n.wire = newWire()
+		b = &batch{c: n.conn, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)},
+			sets: map[string]*gnft.Set{}, flush: n.conn.Flush, wire: n.wire}
+		n.pending = b
 	} else if b.fam != tx.Family || b.table.Name != tx.Table {
 		n.drop()
 		return fmt.Errorf("netlink: a transaction on %s %s after operations staged on %s %s", tx.Family, tx.Table, b.fam, b.table.Name)
@@ -157,15 +163,21 @@ func nftFamily(f ruleset.Family) gnft.TableFamily {
 	return gnft.TableFamilyIPv4
 }
 
-// batch translates operations into netlink messages.
+// batch translates operations into netlink messages: google/nftables
+// builds those of tables, chains, rules and sets; element messages are
+// written straight into the wire (netlink_setelem.go), with the tags
+// google/nftables has no field for.
 type batch struct {
 	c     *gnft.Conn
 	fam   ruleset.Family
 	table *gnft.Table
 	sets  map[string]*gnft.Set
-	// els and bytes are reused by every element message.
-	els   []gnft.SetElement
-	bytes []byte
+	// flush moves the messages google/nftables holds into the wire, so
+	// that an element message written there comes after them.
+	flush func() error
+	wire  *wire
+	// msg is reused by every element message.
+	msg []byte
 }
 
 func (b *batch) add(o *ruleset.Op) error {
@@ -273,79 +285,6 @@ func setType(f ruleset.Family, fs ruleset.Fields) gnft.SetDatatype {
 		return types[0]
 	}
 	return gnft.MustConcatSetType(types...)
-}
-
-// elements encodes an element operation in messages of up to
-// maxElementsPerMessage kernel elements. google/nftables copies each
-// message's elements as it builds it, so one buffer of elements and one of
-// their bytes serve every message.
-func (b *batch) elements(o *ruleset.Op) error {
-	s := b.sets[o.Name]
-	if s == nil {
-		s = &gnft.Set{Name: o.Name, Table: b.table}
-	}
-	send := func() error {
-		if len(b.els) == 0 {
-			return nil
-		}
-		var err error
-		if o.Kind == ruleset.OpAddElements {
-			err = b.c.SetAddElements(s, b.els)
-		} else {
-			err = b.c.SetDeleteElements(s, b.els)
-		}
-		b.els, b.bytes = b.els[:0], b.bytes[:0]
-		return err
-	}
-	for i := range o.Elements {
-		b.appendElement(o.Set, &o.Elements[i])
-		if len(b.els) >= maxElementsPerMessage {
-			if err := send(); err != nil {
-				return err
-			}
-		}
-	}
-	return send()
-}
-
-// appendElement adds the kernel's form of an element: an interval is a
-// start element and an end element one past its last value, never split
-// between two messages.
-func (b *batch) appendElement(s *ruleset.Set, e *ruleset.Element) {
-	out := gnft.SetElement{Key: b.values(s.Key, e.Key), Val: b.values(s.Data, e.Data)}
-	if e.Verdict != nil {
-		out.VerdictData = &expr.Verdict{Kind: verdictKind(e.Verdict.Kind), Chain: e.Verdict.Chain}
-	}
-	b.els = append(b.els, out)
-	if e.KeyEnd != nil {
-		start := len(b.bytes)
-		b.bytes = binary.BigEndian.AppendUint32(b.bytes, e.KeyEnd[0].Num+1)
-		b.els = append(b.els, gnft.SetElement{Key: b.bytes[start:len(b.bytes):len(b.bytes)], IntervalEnd: true})
-	}
-}
-
-// values encodes vs into the batch's element bytes (nil for none).
-func (b *batch) values(fs ruleset.Fields, vs []ruleset.Value) []byte {
-	if len(vs) == 0 {
-		return nil
-	}
-	start := len(b.bytes)
-	b.bytes = appendValues(b.bytes, fs, vs)
-	return b.bytes[start:len(b.bytes):len(b.bytes)]
-}
-
-func verdictKind(k string) expr.VerdictKind {
-	switch k {
-	case "jump":
-		return expr.VerdictJump
-	case "goto":
-		return expr.VerdictGoto
-	case "drop":
-		return expr.VerdictDrop
-	case "return":
-		return expr.VerdictReturn
-	}
-	return expr.VerdictAccept
 }
 
 // appendValues lays values out as the registers hold them: an address in

@@ -74,39 +74,8 @@ func attrs(m netlink.Message) (*netlink.AttributeDecoder, error) {
 	return ad, err
 }
 
-// names collects one string attribute (typ) from every answer whose
-// table attribute (tableAttr) is table. The kernel does not filter every
-// dump by the table the request names: a chain dump returns the chains
-// of every table of the family (iptables-nft's filter, nat and mangle,
-// where the kubelet keeps KUBE-IPTABLES-HINT and KUBE-KUBELET-CANARY), so
-// each answer is checked here.
-func names(msgs []netlink.Message, tableAttr uint16, table string, typ uint16) ([]string, error) {
-	var out []string
-	for _, m := range msgs {
-		ad, err := attrs(m)
-		if err != nil {
-			return nil, err
-		}
-		var name, owner string
-		for ad.Next() {
-			switch ad.Type() {
-			case typ:
-				name = ad.String()
-			case tableAttr:
-				owner = ad.String()
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, err
-		}
-		if owner == table && name != "" {
-			out = append(out, name)
-		}
-	}
-	return out, nil
-}
-
-// ListObjects implements Conn.
+// ListObjects implements Conn: the table, then streamed dumps of its
+// chains' and sets' names.
 func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table string) (TableObjects, bool, error) {
 	msgs, err := n.request(unix.NFT_MSG_GETTABLE, fam, false, strAttr(unix.NFTA_TABLE_NAME, table))
 	if errors.Is(err, unix.ENOENT) {
@@ -116,21 +85,39 @@ func (n *NetlinkConn) ListObjects(_ context.Context, fam ruleset.Family, table s
 		return TableObjects{}, false, fmt.Errorf("get table: %w", err)
 	}
 	objs := TableObjects{Foreign: hasTableUserdata(msgs)}
-	msgs, err = n.request(unix.NFT_MSG_GETCHAIN, fam, true, strAttr(unix.NFTA_CHAIN_TABLE, table))
-	if err == nil {
-		objs.Chains, err = names(msgs, unix.NFTA_CHAIN_TABLE, table, unix.NFTA_CHAIN_NAME)
-	}
-	if err != nil {
+	if objs.Chains, err = n.dumpNames(unix.NFT_MSG_GETCHAIN, fam, unix.NFTA_CHAIN_TABLE, table, unix.NFTA_CHAIN_NAME); err != nil {
 		return objs, true, fmt.Errorf("list chains: %w", err)
 	}
-	msgs, err = n.request(unix.NFT_MSG_GETSET, fam, true, strAttr(unix.NFTA_SET_TABLE, table))
-	if err == nil {
-		objs.Sets, err = names(msgs, unix.NFTA_SET_TABLE, table, unix.NFTA_SET_NAME)
-	}
-	if err != nil {
+	if objs.Sets, err = n.dumpNames(unix.NFT_MSG_GETSET, fam, unix.NFTA_SET_TABLE, table, unix.NFTA_SET_NAME); err != nil {
 		return objs, true, fmt.Errorf("list sets: %w", err)
 	}
 	return objs, true, nil
+}
+
+// dumpNames streams a dump of the table's objects of one kind and collects
+// one string attribute (typ) of each. The kernel does not filter every
+// dump by the table the request names: a chain dump returns the chains
+// of every table of the family (iptables-nft's filter, nat and mangle,
+// where the kubelet keeps KUBE-IPTABLES-HINT and KUBE-KUBELET-CANARY), so
+// each answer's table (tableAttr) is checked.
+func (n *NetlinkConn) dumpNames(msgType uint16, fam ruleset.Family, tableAttr uint16, table string, typ uint16) ([]string, error) {
+	var out []string
+	err := n.dumpEach(msgType, fam, []dumpAttr{{tableAttr, table}}, func(attrs []byte) error {
+		var name, owner []byte
+		err := eachAttr(attrs, func(t uint16, v []byte) {
+			switch t {
+			case typ:
+				name = trimNUL(v)
+			case tableAttr:
+				owner = trimNUL(v)
+			}
+		})
+		if err == nil && string(owner) == table && len(name) > 0 {
+			out = append(out, string(name))
+		}
+		return err
+	})
+	return out, err
 }
 
 // nftaTableUserdata is NFTA_TABLE_USERDATA (linux/netfilter/nf_tables.h),
@@ -167,13 +154,9 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 	for _, ch := range objs.Chains {
 		c.Rules[ch] = 0
 	}
-	msgs, err := n.request(unix.NFT_MSG_GETRULE, fam, true, strAttr(unix.NFTA_RULE_TABLE, table))
+	chains, err := n.dumpNames(unix.NFT_MSG_GETRULE, fam, unix.NFTA_RULE_TABLE, table, unix.NFTA_RULE_CHAIN)
 	if err != nil {
 		return c, fmt.Errorf("list rules: %w", err)
-	}
-	chains, err := names(msgs, unix.NFTA_RULE_TABLE, table, unix.NFTA_RULE_CHAIN)
-	if err != nil {
-		return c, err
 	}
 	for _, ch := range chains {
 		c.Rules[ch]++
@@ -189,48 +172,32 @@ func (n *NetlinkConn) Counts(ctx context.Context, fam ruleset.Family, table stri
 // countElements counts a set's elements, an interval (a start and an end
 // element in the kernel) once.
 func (n *NetlinkConn) countElements(fam ruleset.Family, table, set string) (int, error) {
-	msgs, err := n.request(unix.NFT_MSG_GETSETELEM, fam, true,
-		strAttr(unix.NFTA_SET_ELEM_LIST_TABLE, table), strAttr(unix.NFTA_SET_ELEM_LIST_SET, set))
-	if err != nil {
-		return 0, err
-	}
 	count := 0
-	for _, m := range msgs {
-		ad, err := attrs(m)
-		if err != nil {
-			return 0, err
-		}
-		for ad.Next() {
-			if ad.Type() == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-				ad.Nested(func(list *netlink.AttributeDecoder) error {
-					for list.Next() {
-						if list.Type() == unix.NFTA_LIST_ELEM && !isIntervalEnd(list.Bytes()) {
-							count++
-						}
-					}
-					return nil
-				})
+	err := n.dumpEach(unix.NFT_MSG_GETSETELEM, fam, []dumpAttr{
+		{unix.NFTA_SET_ELEM_LIST_TABLE, table}, {unix.NFTA_SET_ELEM_LIST_SET, set},
+	}, func(attrs []byte) error {
+		return eachAttr(attrs, func(typ uint16, v []byte) {
+			if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				return
 			}
-		}
-		if err := ad.Err(); err != nil {
-			return 0, err
-		}
-	}
-	return count, nil
+			_ = eachAttr(v, func(typ uint16, elem []byte) {
+				if typ == unix.NFTA_LIST_ELEM && !isIntervalEnd(elem) {
+					count++
+				}
+			})
+		})
+	})
+	return count, err
 }
 
 func isIntervalEnd(elem []byte) bool {
-	ad, err := netlink.NewAttributeDecoder(elem)
-	if err != nil {
-		return false
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		if ad.Type() == unix.NFTA_SET_ELEM_FLAGS {
-			return ad.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
+	end := false
+	_ = eachAttr(elem, func(typ uint16, v []byte) {
+		if typ == unix.NFTA_SET_ELEM_FLAGS && len(v) == 4 {
+			end = binary.BigEndian.Uint32(v)&unix.NFT_SET_ELEM_INTERVAL_END != 0
 		}
-	}
-	return false
+	})
+	return end
 }
 
 // Generation implements Conn.

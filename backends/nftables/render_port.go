@@ -117,7 +117,31 @@ func (r *portRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint) *
 		a := ep.IP.Unmap()
 		o.add(setHairpin, ruleset.Element{Key: []ruleset.Value{{Addr: a}, {Addr: a}}})
 	}
+	r.tag(v, o)
 	return o
+}
+
+// tag gives each element whose verdict goes to one of the port's chains
+// that chain's tag, which a restart reads back to leave the chain alone
+// when it holds what it renders. A port with session affinity has none:
+// its rules follow its endpoints, so its elements would be rewritten at
+// every endpoint change; a restart rewrites its chains instead.
+func (r *portRenderer) tag(v *portView, o *portObjects) {
+	if v.sp.AffinityTimeoutSeconds > 0 {
+		return
+	}
+	tags := make(map[string]*ruleset.ChainTag, len(o.chains))
+	for _, ch := range o.chains {
+		tags[ch.Name] = ruleset.TagOf(r.fc.nft, ch.Rules)
+	}
+	for _, set := range []string{setServiceIPs, setServiceNodePorts, setFirewallIPs} {
+		els := o.elements[set]
+		for i := range els {
+			if vd := els[i].Verdict; vd != nil {
+				els[i].Tag = tags[vd.Chain]
+			}
+		}
+	}
 }
 
 // picker writes the rules that DNAT to one endpoint group, each starting
@@ -138,7 +162,8 @@ func (r *portRenderer) group(v *portView, o *portObjects, k groupKey, eps []prox
 	order := arrange(r.orders.get(id), eps)
 	o.orders = append(o.orders, groupOrder{id, order})
 	o.add(r.ids.mapOf(id), groupElements(r.ids.offset(id), order)...)
-	dnat := ruleset.DNAT{Map: r.ids.mapOf(id), Offset: r.ids.offset(id)}
+	dnat := ruleset.DNAT{Map: r.ids.mapOf(id), Offset: r.ids.offset(id),
+		Group: ruleset.GroupRef{ID: id, Width: r.ids.perMap, Local: k.local}}
 	return func(match ...ruleset.Expr) []ruleset.Rule {
 		return []ruleset.Rule{ruleset.R(append(withProto(v, match), dnat)...)}
 	}

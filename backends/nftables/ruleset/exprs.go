@@ -148,9 +148,21 @@ func (r Reject) Text(Family) string {
 // endpoint the group's interval map holds for it:
 // "dnat ip to numgen random mod 65536 offset O map @endpoints-P".
 // Groups share maps (see the backend): Offset is the group's first slot.
+// Group names the group itself; it does not change the statement, and is
+// carried in the rule's userdata so that a restart can keep the
+// identifiers the table was written with.
 type DNAT struct {
 	Map    string
 	Offset uint32
+	Group  GroupRef
+}
+
+// GroupRef identifies an endpoint group: its identifier, how many
+// groups share a map (Width, zero when unknown) and whether it holds the
+// port's node-local endpoints.
+type GroupRef struct {
+	ID, Width uint32
+	Local     bool
 }
 
 // Text gives the nft statement.

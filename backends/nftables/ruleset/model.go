@@ -260,6 +260,9 @@ type Element struct {
 	KeyEnd  []Value
 	Data    []Value
 	Verdict *Verdict
+	// Tag describes the chain the verdict goes to (kept in the element's
+	// userdata, not shown by nft); nil when it does not.
+	Tag *ChainTag
 }
 
 // KeyText is the element key as nft prints it.

@@ -142,6 +142,24 @@ func (f *Fake) ListObjects(_ context.Context, fam ruleset.Family, table string) 
 	}, true, nil
 }
 
+// ReadElements implements nftables.Conn.
+func (f *Fake) ReadElements(_ context.Context, fam ruleset.Family, table string, s *ruleset.Set, fn func(*ruleset.Element)) error {
+	f.mu.Lock()
+	var els []ruleset.Element
+	found := false
+	if t := f.tables[tableKey{fam, table}]; t != nil && t.Sets[s.Name] != nil {
+		found, els = true, slices.Collect(maps.Values(t.Sets[s.Name].Elements))
+	}
+	f.mu.Unlock()
+	if !found {
+		return fmt.Errorf("set %s of %s %s: %w", s.Name, fam, table, ruleset.ErrNotFound)
+	}
+	for i := range els {
+		fn(&els[i])
+	}
+	return nil
+}
+
 // Counts implements nftables.Conn.
 func (f *Fake) Counts(_ context.Context, fam ruleset.Family, table string) (nftables.TableCounts, error) {
 	f.mu.Lock()
