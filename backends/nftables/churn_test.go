@@ -135,11 +135,7 @@ func TestPartialSyncChurn(t *testing.T) {
 	st := emptyChurnState()
 	mustSync(t, b, st, fullDiff())
 	for step := range 200 {
-		s := svcs[r.IntN(len(svcs))]
-		what := s.churn(r, nextIP)
-		next := cloneState(st)
-		diff := churnDiff()
-		s.write(next, diff)
+		s, what, next, diff := churnStep(r, svcs, nextIP, st)
 		mustSync(t, b, next, diff)
 		st = next
 		ref := nfttest.NewFake()
@@ -148,6 +144,16 @@ func TestPartialSyncChurn(t *testing.T) {
 			t.Fatalf("step %d (%s: %s): partial syncs and a full sync disagree:\n%s", step, s.name, what, d)
 		}
 	}
+}
+
+// churnStep changes a random service and gives the state after it and
+// the diff that says so.
+func churnStep(r *rand.Rand, svcs []*churnService, nextIP func(bool) netip.Addr, st *proxier.State) (*churnService, string, *proxier.State, *proxier.Diff) {
+	s := svcs[r.IntN(len(svcs))]
+	what := s.churn(r, nextIP)
+	next, diff := cloneState(st), churnDiff()
+	s.write(next, diff)
+	return s, what, next, diff
 }
 
 // churnServices makes n services (every other with a NodePort on its

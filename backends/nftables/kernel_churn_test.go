@@ -37,11 +37,7 @@ func TestKernelPartialSyncChurn(t *testing.T) {
 	mustSync(t, fb, st, fullDiff())
 	kernelSync(t, ns, kb, st, fullDiff())
 	for step := range 120 {
-		s := svcs[r.IntN(len(svcs))]
-		what := s.churn(r, nextIP)
-		next := cloneState(st)
-		diff := churnDiff()
-		s.write(next, diff)
+		s, what, next, diff := churnStep(r, svcs, nextIP, st)
 		mustSync(t, fb, next, diff)
 		kernelSync(t, ns, kb, next, diff)
 		st = next

@@ -251,11 +251,7 @@ func TestKernelRestartChurn(t *testing.T) {
 	mustSync(t, fb, st, fullDiff())
 	kernelSync(t, ns, kb, st, fullDiff())
 	for step := range 80 {
-		s := svcs[r.IntN(len(svcs))]
-		what := s.churn(r, nextIP)
-		next := cloneState(st)
-		diff := churnDiff()
-		s.write(next, diff)
+		s, what, next, diff := churnStep(r, svcs, nextIP, st)
 		if step%3 == 0 {
 			fb, kb, diff = flowBackend(t, fake, node), kernelBackend(t, node), fullDiff()
 		}

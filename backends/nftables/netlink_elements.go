@@ -44,7 +44,7 @@ type elementReader struct {
 	scratch ruleset.Element
 	verdict ruleset.Verdict
 	// starts and ends collect an interval set's elements.
-	starts []liveInterval
+	starts []startElement
 	ends   []uint32
 }
 
@@ -97,16 +97,22 @@ func (r *elementReader) element(b []byte) error {
 	case end:
 		r.ends = append(r.ends, e.Key[0].Num)
 	case r.set.Interval:
-		r.starts = append(r.starts, liveInterval{start: e.Key[0].Num, to: endpointOf(e)})
+		r.starts = append(r.starts, startElement{start: e.Key[0].Num, to: endpointOf(e)})
 	default:
 		r.fn(e)
 	}
 	return nil
 }
 
+// startElement is an endpoint map's start element, waiting for its end.
+type startElement struct {
+	start uint32
+	to    netip.AddrPort
+}
+
 // pair hands out each interval start with its range's last value.
 func (r *elementReader) pair() error {
-	slices.SortFunc(r.starts, func(a, b liveInterval) int { return int64Cmp(a.start, b.start) })
+	slices.SortFunc(r.starts, func(a, b startElement) int { return int64Cmp(a.start, b.start) })
 	slices.Sort(r.ends)
 	e := &r.scratch
 	j := 0

@@ -1,7 +1,9 @@
 package nftables
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -23,7 +25,7 @@ type liveSet struct {
 	chains map[string]*ruleset.ChainTag
 	// exact holds a plain set's or map's elements: packed key -> data
 	// print.
-	exact map[string]uint64
+	exact map[ruleset.PackedKey]uint64
 	// intervals holds an endpoint map's ranges, by start.
 	intervals []liveInterval
 }
@@ -32,8 +34,23 @@ type liveSet struct {
 // holds; taken once a sync has matched or deleted it.
 type liveInterval struct {
 	start, end uint32
-	to         netip.AddrPort
+	to         endpoint
 	taken      bool
+}
+
+// endpoint is an address and port without pointers (netip.Addr holds
+// one), so that the collector does not scan a read-back map's ranges.
+type endpoint struct {
+	addr [16]byte
+	port uint16
+}
+
+func endpointFrom(ap netip.AddrPort) endpoint {
+	return endpoint{addr: ap.Addr().As16(), port: ap.Port()}
+}
+
+func (e endpoint) addrPort() netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom16(e.addr).Unmap(), e.port)
 }
 
 // readSets reads back the table's sets a full sync writes elements of
@@ -71,21 +88,30 @@ func liveSetsOf(fc *familyConfig, existing []string) []*ruleset.Set {
 
 func readSet(ctx context.Context, conn Conn, fam ruleset.Family, s *ruleset.Set) (*liveSet, error) {
 	ls := &liveSet{set: s}
+	unfit := 0
 	if !s.Interval {
-		ls.exact = map[string]uint64{}
+		ls.exact = map[ruleset.PackedKey]uint64{}
 	}
 	err := conn.ReadElements(ctx, fam, TableName, s, func(e *ruleset.Element) {
 		if s.Interval {
-			ls.intervals = append(ls.intervals, liveInterval{start: e.Key[0].Num, end: e.KeyEnd[0].Num, to: endpointOf(e)})
+			ls.intervals = append(ls.intervals, liveInterval{start: e.Key[0].Num, end: e.KeyEnd[0].Num, to: endpointFrom(endpointOf(e))})
 			return
 		}
-		ls.exact[ruleset.PackKey(e.Key)] = e.DataPrint()
+		k, ok := ruleset.PackKey(e.Key)
+		if !ok {
+			unfit++
+			return
+		}
+		ls.exact[k] = e.DataPrint()
 		if e.Verdict != nil && e.Verdict.Chain != "" {
 			ls.addTag(e.Verdict.Chain, e.Tag)
 		}
 	})
 	if err != nil {
 		return nil, err
+	}
+	if unfit > 0 {
+		return nil, fmt.Errorf("%d elements of %s have keys no set of switchyard's has", unfit, s.Name)
 	}
 	slices.SortFunc(ls.intervals, func(a, b liveInterval) int { return int64Cmp(a.start, b.start) })
 	return ls, nil
@@ -142,7 +168,7 @@ func (ls *liveSet) order(offset uint32) []netip.AddrPort {
 	i, j := ls.block(offset)
 	var out []netip.AddrPort
 	for _, iv := range ls.intervals[i:j] {
-		out = append(out, iv.to)
+		out = append(out, iv.to.addrPort())
 	}
 	return out
 }
@@ -166,8 +192,9 @@ func (ls *liveSet) diff(els []ruleset.Element) elementDiff {
 	}
 	var d elementDiff
 	for _, e := range els {
-		k := ruleset.PackKey(e.Key)
+		k, fits := ruleset.PackKey(e.Key)
 		data, ok := ls.exact[k]
+		ok = ok && fits
 		if ok {
 			delete(ls.exact, k)
 			if data == e.DataPrint() {
@@ -218,7 +245,7 @@ func sameIntervals(live []liveInterval, els []ruleset.Element) bool {
 	}
 	for i, e := range els {
 		iv := live[i]
-		if iv.taken || iv.start != e.Key[0].Num || iv.end != e.KeyEnd[0].Num || iv.to != endpointOf(&e) {
+		if iv.taken || iv.start != e.Key[0].Num || iv.end != e.KeyEnd[0].Num || iv.to != endpointFrom(endpointOf(&e)) {
 			return false
 		}
 	}
@@ -237,11 +264,11 @@ func (ls *liveSet) leftover(fam ruleset.Family) []ruleset.Element {
 			out = append(out, intervalElement(iv))
 		}
 	}
-	keys := make([]string, 0, len(ls.exact))
+	keys := make([]ruleset.PackedKey, 0, len(ls.exact))
 	for k := range ls.exact {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b ruleset.PackedKey) int { return bytes.Compare(a[:], b[:]) })
 	for _, k := range keys {
 		vs, err := ruleset.UnpackKey(fam, ls.set.Key, k)
 		if err != nil {

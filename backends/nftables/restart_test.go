@@ -34,11 +34,7 @@ func TestRestartChurn(t *testing.T) {
 	mustSync(t, b, st, fullDiff())
 	restarts := 0
 	for step := range 200 {
-		s := svcs[r.IntN(len(svcs))]
-		what := s.churn(r, nextIP)
-		next := cloneState(st)
-		diff := churnDiff()
-		s.write(next, diff)
+		s, what, next, diff := churnStep(r, svcs, nextIP, st)
 		mustSync(t, rb, next, diff)
 		if r.IntN(4) == 0 {
 			restarts++

@@ -7,12 +7,18 @@ import (
 	"net/netip"
 )
 
-// PackKey packs an element's key (not its range end) into a short
-// string: an address in 4 or 16 bytes, any other value in 4. A full sync
-// over a live table keeps the table's elements by their packed keys, at
-// ~12 bytes each instead of a Value slice.
-func PackKey(vs []Value) string {
-	b := make([]byte, 0, 4*len(vs)+12)
+// PackedKey is an element's key (not its range end) packed into a fixed
+// array: an address in 4 or 16 bytes, any other value in 4, zeros after.
+// A full sync over a live table keeps the table's elements by their
+// packed keys: no allocation per key, nothing for the collector to scan.
+// Every key of switchyard's sets fits (the longest, an IPv6 address
+// pair, takes 32 bytes); for a key of given fields and family the
+// trailing zeros are unambiguous.
+type PackedKey [32]byte
+
+// PackKey packs vs; ok is false when they do not fit.
+func PackKey(vs []Value) (k PackedKey, ok bool) {
+	b := k[:0]
 	for _, v := range vs {
 		switch {
 		case v.Addr.Is4():
@@ -24,33 +30,35 @@ func PackKey(vs []Value) string {
 		default:
 			b = binary.BigEndian.AppendUint32(b, v.Num)
 		}
+		if len(b) > len(k) {
+			return PackedKey{}, false
+		}
 	}
-	return string(b)
+	copy(k[:], b)
+	return k, true
 }
 
 // UnpackKey is the inverse of PackKey for a key of fields fs in family f.
-func UnpackKey(f Family, fs Fields, packed string) ([]Value, error) {
+func UnpackKey(f Family, fs Fields, k PackedKey) ([]Value, error) {
 	out := make([]Value, len(fs))
-	b := []byte(packed)
+	b := k[:]
 	for i, fl := range fs {
 		n := 4
 		if fl == FieldSaddr || fl == FieldDaddr {
 			n = f.AddrLen()
 		}
 		if len(b) < n {
-			return nil, fmt.Errorf("packed key of %d bytes too short for %s", len(packed), fs.Text(f))
+			return nil, fmt.Errorf("a packed key cannot hold %s", fs.Text(f))
 		}
-		if n == 4 && (fl == FieldSaddr || fl == FieldDaddr) {
+		switch {
+		case n == 4 && (fl == FieldSaddr || fl == FieldDaddr):
 			out[i].Addr = netip.AddrFrom4([4]byte(b[:4]))
-		} else if n == 16 {
+		case n == 16:
 			out[i].Addr = netip.AddrFrom16([16]byte(b[:16]))
-		} else {
+		default:
 			out[i].Num = binary.BigEndian.Uint32(b)
 		}
 		b = b[n:]
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("packed key of %d bytes too long for %s", len(packed), fs.Text(f))
 	}
 	return out, nil
 }

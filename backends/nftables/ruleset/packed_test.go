@@ -19,7 +19,10 @@ func TestPackKeyRoundTrip(t *testing.T) {
 		{IPv4, Fields{FieldL4Proto, FieldDport}, []Value{{Num: ProtoTCP}, {Num: 30080}}},
 		{IPv6, Fields{FieldSaddr, FieldDaddr}, []Value{{Addr: a6}, {Addr: a6}}},
 	} {
-		packed := PackKey(tc.vs)
+		packed, ok := PackKey(tc.vs)
+		if !ok {
+			t.Fatalf("%v does not fit a packed key", tc.vs)
+		}
 		got, err := UnpackKey(tc.fam, tc.fs, packed)
 		if err != nil {
 			t.Fatal(err)
@@ -32,12 +35,16 @@ func TestPackKeyRoundTrip(t *testing.T) {
 		if other[len(other)-1].Addr.IsValid() {
 			other[len(other)-1].Addr = other[len(other)-1].Addr.Next()
 		}
-		if PackKey(other) == packed {
+		if o, _ := PackKey(other); o == packed {
 			t.Errorf("%v and %v pack alike", tc.vs, other)
 		}
 	}
-	if _, err := UnpackKey(IPv4, Fields{FieldDaddr}, "abc"); err == nil {
-		t.Error("a 3-byte key unpacked as an IPv4 address")
+	a := Value{Addr: a6}
+	if _, ok := PackKey([]Value{a, a, a}); ok {
+		t.Error("three IPv6 addresses fit a packed key")
+	}
+	if _, err := UnpackKey(IPv6, Fields{FieldDaddr, FieldDaddr, FieldDaddr}, PackedKey{}); err == nil {
+		t.Error("a packed key unpacked as three IPv6 addresses")
 	}
 }
 
