@@ -73,6 +73,12 @@ func kernelFixtureMatchesFake(t *testing.T) {
 			}
 		}
 		t.Logf("nft list table %s %s:\n%s", fam, nftables.TableName, out)
+		// kube-proxy (knftables) reads tables as JSON: the element tags,
+		// which nft does not know, must not break it.
+		js := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "-j", "list", "table", string(fam), nftables.TableName)
+		if !strings.Contains(js, `"goto"`) || !strings.Contains(js, `"service-ips"`) {
+			t.Errorf("nft -j list table %s: no service-ips goto in:\n%s", fam, js)
+		}
 	}
 }
 
