@@ -178,14 +178,21 @@ func (s *ServiceSeeder) paced(ctx context.Context, queue string, n int, write fu
 	}
 	start := time.Now()
 	defer func() { s.Waited += time.Since(start) }()
-	var adds, depth float64
+	// A failed scrape (a busy apiserver) is retried until the timeout;
+	// the figures reported are the last ones read.
+	adds, depth, last := before, 0.0, error(nil)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, seedPaceTimeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		adds, depth, err = s.repairQueue(ctx, queue)
-		return err == nil && adds >= before+float64(n) && depth == 0, err
+		a, d, err := s.repairQueue(ctx, queue)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		adds, depth = a, d
+		return adds >= before+float64(n) && depth == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the apiserver's ClusterIP repair loop: queue %s has had %.0f of %d adds, %.0f to do: %w", queue, adds-before, n, depth, err)
+		return fmt.Errorf("the apiserver's ClusterIP repair loop: queue %s has had %.0f of %d adds, %.0f to do (last scrape error: %v): %w",
+			queue, adds-before, n, depth, last, err)
 	}
 	return nil
 }
