@@ -62,7 +62,12 @@
 // sets and rewrites everything in one transaction: chains and sets
 // first, then rules, then elements (a rule binding a map walks its
 // elements, so binding empty maps keeps it linear); the affinity sets
-// keep their clients. A partial sync renders only the changed ports, as
+// keep their clients. The first full sync of a process over a live table
+// of its own (a restart) reads the table back instead and writes only
+// what differs (readback.go): elements are compared one by one, and a
+// service port's chain is left alone when the tag its verdict-map
+// elements carry (the print of its rules, its endpoint groups) matches
+// the render. A partial sync renders only the changed ports, as
 // they were (from the previous State) and as they are, and writes the
 // difference. A periodic sync is free when the ruleset generation is
 // unchanged since our last commit; otherwise it counts rules per chain
