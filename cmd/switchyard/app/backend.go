@@ -272,7 +272,7 @@ func ipvsLoaded() bool {
 // userspace mode NATs nothing through conntrack for services (its own
 // sessions are reset by the proxy), so it runs without it.
 func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, error) {
-	hooks := []proxier.PostSyncHook{&memoryReleaser{}, newTakeover(leftoverSteps(o))}
+	hooks := []proxier.PostSyncHook{newMemoryReleaser(), newTakeover(leftoverSteps(o))}
 	if o.Mode == ModeUserspace {
 		return hooks, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -15,9 +16,19 @@ import (
 //   - a sync that leaves the proxier with a fifth fewer service ports than
 //     at the last release (a mass deletion).
 //
-// Both are rare, so the forced GC costs little.
+// Both are rare, so the forced GC costs little. After a release, unless
+// the operator set GOGC, it sets the steady state's GC percent from the
+// live heap it leaves (steadyPercent).
 type memoryReleaser struct {
 	peak int // service ports at the last release, or more since
+	// operatorSet: GOGC was in the environment; the percent is the
+	// operator's.
+	operatorSet bool
+}
+
+func newMemoryReleaser() *memoryReleaser {
+	_, set := os.LookupEnv("GOGC")
+	return &memoryReleaser{operatorSet: set}
 }
 
 func (r *memoryReleaser) PostSync(_ context.Context, st *proxier.State, diff *proxier.Diff) {
@@ -26,16 +37,50 @@ func (r *memoryReleaser) PostSync(_ context.Context, st *proxier.State, diff *pr
 	if diff.Full || n < r.peak*4/5 {
 		debug.FreeOSMemory()
 		r.peak = n
+		if !r.operatorSet {
+			debug.SetGCPercent(steadyPercent(liveHeap()))
+		}
 	}
+}
+
+// steadyHeadroom bounds the heap the runtime lets grow beside the live
+// one between syncs, where the process's peak is reached at large sizes:
+// at 44k Services x 2 ports (live heap ~155 MB) GOGC 50 gave a VmHWM of
+// 291 MB and GOGC 25 243.9 MB, the first sync no slower (13.59 against
+// 13.40 s; e2e TestScale, one run each), a new Service's snapshot slower
+// (78 against 13 ms p50: the collector's assists).
+const steadyHeadroom = 40 << 20
+
+// steadyPercent is the GC percent that keeps the heap goal within
+// steadyHeadroom of a live heap of live bytes, between 25 and
+// steadyGCPercent: 50 up to an 80 MB live heap (10k Services x 10
+// endpoints and below), 25 from 160 MB.
+func steadyPercent(live uint64) int {
+	if live == 0 {
+		return steadyGCPercent
+	}
+	return int(min(steadyGCPercent, max(25, steadyHeadroom*100/live)))
+}
+
+// liveHeap is the heap the last GC cycle marked live, in bytes.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // fullSyncGC sets the garbage collector's growth target (GOGC) around
 // syncs. When the operator set GOGC, a full sync runs at half of it
 // (restored after). Otherwise the process starts at Go's 100 (the
 // informers' initial list), and from its first full sync on runs at 50,
-// syncs and steady state alike: the live heap is small and changes slowly,
-// so collecting twice as often costs little CPU, and the heap the runtime
-// keeps beside the live one is halved.
+// syncs and steady state alike, or lower when the live heap is large
+// (steadyPercent, from the live heap before a full sync and after it):
+// the live heap is small and changes slowly, so collecting twice as often
+// costs little CPU, and the heap the runtime keeps beside the live one is
+// halved.
 //
 // Measured in nftables mode (e2e TestScale, real apiserver, one run each):
 //   - full syncs at half: with the held-once render, VmHWM 325-336 → 224-227
@@ -64,7 +109,7 @@ func newFullSyncGC(b proxier.Backend) fullSyncGC {
 func (b fullSyncGC) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
 	switch {
 	case diff.Full && !b.operatorSet:
-		debug.SetGCPercent(steadyGCPercent) // and kept after it
+		debug.SetGCPercent(steadyPercent(liveHeap())) // and kept after it
 	case diff.Full:
 		prev := debug.SetGCPercent(50)
 		if prev > 0 {

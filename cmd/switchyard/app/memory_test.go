@@ -23,7 +23,7 @@ func stateWith(n int) *proxier.State {
 // The releaser tracks the peak so a later mass deletion is noticed, and
 // restarts from the level it released at.
 func TestMemoryReleaserTracksPeak(t *testing.T) {
-	r := &memoryReleaser{}
+	r := &memoryReleaser{operatorSet: true}
 	steps := []struct {
 		services int
 		full     bool
@@ -87,5 +87,30 @@ func TestFullSyncGC(t *testing.T) {
 				t.Errorf("GC percent after the syncs = %d, want %d", cur, tc.after)
 			}
 		})
+	}
+}
+
+// The steady state's GC percent follows the live heap: 50 up to 80 MB,
+// then what keeps 40 MB of headroom, never under 25.
+func TestSteadyPercent(t *testing.T) {
+	for live, want := range map[uint64]int{0: 50, 20 << 20: 50, 80 << 20: 50, 100 << 20: 40, 160 << 20: 25, 1 << 30: 25} {
+		if got := steadyPercent(live); got != want {
+			t.Errorf("live heap %d MiB: GC percent %d, want %d", live>>20, got, want)
+		}
+	}
+}
+
+// A release without GOGC from the operator sets the steady percent; with
+// it, leaves the operator's.
+func TestMemoryReleaserSetsSteadyPercent(t *testing.T) {
+	prev := debug.SetGCPercent(80)
+	defer debug.SetGCPercent(prev)
+	(&memoryReleaser{operatorSet: true}).PostSync(context.Background(), stateWith(1), &proxier.Diff{Full: true})
+	if cur := debug.SetGCPercent(80); cur != 80 {
+		t.Errorf("with GOGC set: GC percent %d after a release, want the operator's 80", cur)
+	}
+	(&memoryReleaser{}).PostSync(context.Background(), stateWith(1), &proxier.Diff{Full: true})
+	if cur, want := debug.SetGCPercent(80), steadyPercent(liveHeap()); cur != want || cur < 25 || cur > 50 {
+		t.Errorf("without GOGC: GC percent %d after a release, want %d (25..50)", cur, want)
 	}
 }
