@@ -134,6 +134,7 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	}
 	r.firstSync = time.Unix(0, int64(ts*1e9)).Sub(start)
 	r.afterSync = memory(t, d.PID()).RSS
+	logFirstTrace(t, proxy+" first sync", d, r.firstSync)
 	r.answered = kernelServices(t, env, mode)
 	if r.answered < newBase*ports {
 		t.Errorf("%s: the kernel holds %d service ports, want at least %d", proxy, r.answered, newBase*ports)
@@ -196,8 +197,10 @@ func restartScale(t *testing.T, env *framework.Env, who string, args []string) (
 		t.Errorf("%s: no first sync in 10 min after a restart\n%s", who, d.LogTail(20))
 		return 0, 0
 	}
+	took := time.Unix(0, int64(ts*1e9)).Sub(start)
+	logFirstTrace(t, who+" restart", d, took)
 	time.Sleep(5 * time.Second)
-	return time.Unix(0, int64(ts*1e9)).Sub(start), memory(t, d.PID()).Peak
+	return took, memory(t, d.PID()).Peak
 }
 
 // flushKernel leaves the node namespace without any proxy's rules.

@@ -78,6 +78,36 @@ func breakdown(changes []timedChange, traces []syncTrace) map[string][]time.Dura
 	return out
 }
 
+// logFirstTrace logs where a daemon's first sync spent its time, from its
+// first full sync's trace line (-v=4; nothing without): the time from the
+// process start to the sync (the start, the informers' list), then the
+// sync's phases.
+func logFirstTrace(t *testing.T, what string, d *framework.Daemon, took time.Duration) {
+	log, err := d.LogFrom(0)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `"Sync trace"`) || !strings.Contains(line, "full=true") {
+			continue
+		}
+		phases, sum := map[string]time.Duration{}, time.Duration(0)
+		for _, m := range traceKV.FindAllStringSubmatch(line, -1) {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil && strings.HasSuffix(m[1], "Ms") && m[1] != "waitedMs" {
+				phases[strings.TrimSuffix(m[1], "Ms")] = time.Duration(v * float64(time.Millisecond))
+				sum += phases[strings.TrimSuffix(m[1], "Ms")]
+			}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %s before the sync", what, secs(took-sum))
+		for _, p := range tracePhases[3:] {
+			fmt.Fprintf(&b, ", %s %s", p, percentileFine([]time.Duration{phases[p]}, 50))
+		}
+		t.Log(b.String())
+		return
+	}
+}
+
 // reportTrace logs the p50 of every phase for the changes and the new
 // services of one proxy.
 func reportTrace(t *testing.T, proxy string, d *framework.Daemon, r scaleResult) {
