@@ -106,6 +106,7 @@ func logFirstTrace(t *testing.T, what string, d *framework.Daemon, took time.Dur
 		t.Log(b.String())
 		return
 	}
+	t.Logf("%s: no full sync's trace line in the daemon's log (%d bytes)", what, len(log))
 }
 
 // reportTrace logs the p50 of every phase for the changes and the new
