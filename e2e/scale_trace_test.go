@@ -106,7 +106,15 @@ func logFirstTrace(t *testing.T, what string, d *framework.Daemon, took time.Dur
 		t.Log(b.String())
 		return
 	}
-	t.Logf("%s: no full sync's trace line in the daemon's log (%d bytes)", what, len(log))
+	n, first := 0, ""
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"Sync trace"`) {
+			if n++; first == "" {
+				first = line
+			}
+		}
+	}
+	t.Logf("%s: no full sync's trace line in the daemon's log (%d bytes, %d trace lines; the first: %.300s)", what, len(log), n, first)
 }
 
 // reportTrace logs the p50 of every phase for the changes and the new
