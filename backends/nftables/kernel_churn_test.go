@@ -26,9 +26,16 @@ import (
 // what the churn test trusts, so the kernel must agree with them under
 // the same delete-then-add transactions.
 func TestKernelPartialSyncChurn(t *testing.T) {
+	kernelChurn(t, "nftchurn", rand.New(rand.NewPCG(3, 4)), 120, 0)
+}
+
+// kernelChurn replays steps of churn into a kernel namespace and into the
+// fake side by side, both daemons replaced by new ones (a restart's full
+// sync) every restartEvery steps when that is not zero, and compares the
+// kernel's elements and counts with the fake's after each step.
+func kernelChurn(t *testing.T, name string, r *rand.Rand, steps, restartEvery int) {
 	kerneltest.Require(t)
-	ns := kerneltest.NewNetns(t, "nftchurn")
-	r := rand.New(rand.NewPCG(3, 4))
+	ns := kerneltest.NewNetns(t, name)
 	_, node := flowtest.Fixture()
 	svcs, nextIP := churnServices(12)
 	fake := nfttest.NewFake()
@@ -36,8 +43,11 @@ func TestKernelPartialSyncChurn(t *testing.T) {
 	st := emptyChurnState()
 	mustSync(t, fb, st, fullDiff())
 	kernelSync(t, ns, kb, st, fullDiff())
-	for step := range 120 {
+	for step := range steps {
 		s, what, next, diff := churnStep(r, svcs, nextIP, st)
+		if restartEvery > 0 && step%restartEvery == 0 {
+			fb, kb, diff = flowBackend(t, fake, node), kernelBackend(t, node), fullDiff()
+		}
 		mustSync(t, fb, next, diff)
 		kernelSync(t, ns, kb, next, diff)
 		st = next
@@ -45,6 +55,7 @@ func TestKernelPartialSyncChurn(t *testing.T) {
 		if d := cmp.Diff(nftElements(fake.Dump(ruleset.IPv4, nftables.TableName)), nftElements(out)); d != "" {
 			t.Fatalf("step %d (%s: %s): kernel elements differ from the fake's (-fake +kernel):\n%s", step, s.name, what, d)
 		}
+		checkKernelCounts(t, ns, fake)
 	}
 }
 

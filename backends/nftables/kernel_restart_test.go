@@ -236,32 +236,9 @@ func sortedPortNames(st *proxier.State) []proxier.ServicePortName {
 // TestKernelRestartChurn: TestRestartChurn's restarts in a real kernel,
 // beside the fake going through the same daemons: after every step the
 // kernel's elements (as nft lists them) and its rules per chain are the
-// fake's. The kernel's read-back (rule tags, element dumps paired into
-// ranges) must agree with the fake's for the restarts to write the same
-// transactions, and the kernel must accept them.
+// fake's. The kernel's read-back (element dumps with their tags, ranges
+// paired again) must agree with the fake's for the restarts to write the
+// same transactions, and the kernel must accept them.
 func TestKernelRestartChurn(t *testing.T) {
-	kerneltest.Require(t)
-	ns := kerneltest.NewNetns(t, "nftrchurn")
-	r := rand.New(rand.NewPCG(11, 12))
-	_, node := flowtest.Fixture()
-	svcs, nextIP := churnServices(12)
-	fake := nfttest.NewFake()
-	fb, kb := flowBackend(t, fake, node), kernelBackend(t, node)
-	st := emptyChurnState()
-	mustSync(t, fb, st, fullDiff())
-	kernelSync(t, ns, kb, st, fullDiff())
-	for step := range 80 {
-		s, what, next, diff := churnStep(r, svcs, nextIP, st)
-		if step%3 == 0 {
-			fb, kb, diff = flowBackend(t, fake, node), kernelBackend(t, node), fullDiff()
-		}
-		mustSync(t, fb, next, diff)
-		kernelSync(t, ns, kb, next, diff)
-		st = next
-		out := kerneltest.Run(t, "ip", "netns", "exec", ns, "nft", "list", "table", "ip", nftables.TableName)
-		if d := cmp.Diff(nftElements(fake.Dump(ruleset.IPv4, nftables.TableName)), nftElements(out)); d != "" {
-			t.Fatalf("step %d (%s: %s): kernel elements differ from the fake's (-fake +kernel):\n%s", step, s.name, what, d)
-		}
-		checkKernelCounts(t, ns, fake)
-	}
+	kernelChurn(t, "nftrchurn", rand.New(rand.NewPCG(11, 12)), 80, 3)
 }
