@@ -81,40 +81,48 @@ func breakdown(changes []timedChange, traces []syncTrace) map[string][]time.Dura
 // logFirstTrace logs where a daemon's first sync spent its time, from its
 // first full sync's trace line (-v=4; nothing without): the time from the
 // process start to the sync (the start, the informers' list), then the
-// sync's phases.
+// sync's phases. klog writes its buffer every 5 s, so the line is waited
+// for up to 10 s.
 func logFirstTrace(t *testing.T, what string, d *framework.Daemon, took time.Duration) {
-	log, err := d.LogFrom(0)
-	if err != nil {
+	var line string
+	deadline := time.Now().Add(10 * time.Second)
+	for line == "" && time.Now().Before(deadline) {
+		log, err := d.LogFrom(0)
+		if err != nil {
+			return
+		}
+		line = firstFullTrace(log)
+		if line == "" {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if line == "" {
+		t.Logf("%s: no full sync's trace line in the daemon's log after 10 s", what)
 		return
 	}
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, `"Sync trace"`) || !strings.Contains(line, "full=true") {
-			continue
-		}
-		phases, sum := map[string]time.Duration{}, time.Duration(0)
-		for _, m := range traceKV.FindAllStringSubmatch(line, -1) {
-			if v, err := strconv.ParseFloat(m[2], 64); err == nil && strings.HasSuffix(m[1], "Ms") && m[1] != "waitedMs" {
-				phases[strings.TrimSuffix(m[1], "Ms")] = time.Duration(v * float64(time.Millisecond))
-				sum += phases[strings.TrimSuffix(m[1], "Ms")]
-			}
-		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s: %s before the sync", what, secs(took-sum))
-		for _, p := range tracePhases[3:] {
-			fmt.Fprintf(&b, ", %s %s", p, percentileFine([]time.Duration{phases[p]}, 50))
-		}
-		t.Log(b.String())
-		return
-	}
-	n, first := 0, ""
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, `"Sync trace"`) {
-			if n++; first == "" {
-				first = line
-			}
+	phases, sum := map[string]time.Duration{}, time.Duration(0)
+	for _, m := range traceKV.FindAllStringSubmatch(line, -1) {
+		if v, err := strconv.ParseFloat(m[2], 64); err == nil && strings.HasSuffix(m[1], "Ms") && m[1] != "waitedMs" {
+			phases[strings.TrimSuffix(m[1], "Ms")] = time.Duration(v * float64(time.Millisecond))
+			sum += phases[strings.TrimSuffix(m[1], "Ms")]
 		}
 	}
-	t.Logf("%s: no full sync's trace line in the daemon's log (%d bytes, %d trace lines; the first: %.300s)", what, len(log), n, first)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s before the sync", what, secs(took-sum))
+	for _, p := range tracePhases[3:] {
+		fmt.Fprintf(&b, ", %s %s", p, percentileFine([]time.Duration{phases[p]}, 50))
+	}
+	t.Log(b.String())
+}
+
+// firstFullTrace is the first full sync's trace line of a log, or "".
+func firstFullTrace(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"Sync trace"`) && strings.Contains(line, "full=true") {
+			return line
+		}
+	}
+	return ""
 }
 
 // reportTrace logs the p50 of every phase for the changes and the new
