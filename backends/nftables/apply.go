@@ -90,7 +90,7 @@ func (f *familySync) readLive(ctx context.Context, conn Conn, existingSets []str
 
 // allocateGroups numbers the state's endpoint groups for a full sync,
 // which rewrites every map and every rule referring to one. Over a live
-// table whose rules name their groups (live), the groups keep those
+// table whose chain tags name their groups (live), the groups keep those
 // identifiers where adoptGroups allows, so its chains stay as they are;
 // otherwise they are numbered afresh, densely in service order:
 // identifiers freed by deletions since the last full sync leave no empty

@@ -94,7 +94,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 		if o == nil {
 			continue
 		}
-		c.add(c.keep(o.chains), o.sets, o.elements)
+		c.add(c.keep(o), o.sets, o.elements)
 		c.orders.merge(o.orders)
 		if c.size >= chunkObjects {
 			if err := c.commit(ctx, false); err != nil {
@@ -195,12 +195,13 @@ func (c *chunker) end() {
 }
 
 // keep drops from a port's chains those the live table holds as
-// rendered (plan.kept), counting their rules as written; a chain the
-// table holds otherwise is flushed, in the staged chunk, before it is
-// written again.
-func (c *chunker) keep(chains []*ruleset.Chain) []*ruleset.Chain {
+// rendered (its tag's print, plan.kept, is the render's), counting their
+// rules as written; a chain the table holds otherwise (or a port's
+// without tags: session affinity) is flushed, in the staged chunk,
+// before it is written again.
+func (c *chunker) keep(o *portObjects) []*ruleset.Chain {
 	if c.plan.kept == nil {
-		return chains
+		return o.chains
 	}
 	if c.existing == nil {
 		c.existing = make(map[string]bool, len(c.plan.existing.Chains))
@@ -208,14 +209,14 @@ func (c *chunker) keep(chains []*ruleset.Chain) []*ruleset.Chain {
 			c.existing[name] = true
 		}
 	}
-	out := chains[:0:0]
-	for _, ch := range chains {
-		live := c.plan.kept[ch.Name]
+	out := o.chains[:0:0]
+	for _, ch := range o.chains {
+		live, rendered := c.plan.kept[ch.Name], o.tags[ch.Name]
 		switch {
 		case !c.existing[ch.Name]: // new
-		case live == nil || live == untagged:
+		case live == nil || live == untagged || rendered == nil:
 			c.tx.FlushChain(ch.Name)
-		case live.Print == ruleset.PrintOf(c.f.fc.nft, ch.Rules):
+		case live.Print == rendered.Print:
 			c.w.rules[ch.Name] = len(ch.Rules)
 			c.kept++
 			continue

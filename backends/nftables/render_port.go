@@ -18,6 +18,8 @@ type portObjects struct {
 	sets     []*ruleset.Set // its own sets (session affinity)
 	elements map[string][]ruleset.Element
 	orders   []groupOrder
+	// tags are its chains' tags (none for a port with session affinity).
+	tags map[string]*ruleset.ChainTag
 }
 
 func (o *portObjects) add(set string, els ...ruleset.Element) {
@@ -130,15 +132,15 @@ func (r *portRenderer) tag(v *portView, o *portObjects) {
 	if v.sp.AffinityTimeoutSeconds > 0 {
 		return
 	}
-	tags := make(map[string]*ruleset.ChainTag, len(o.chains))
+	o.tags = make(map[string]*ruleset.ChainTag, len(o.chains))
 	for _, ch := range o.chains {
-		tags[ch.Name] = ruleset.TagOf(r.fc.nft, ch.Rules)
+		o.tags[ch.Name] = ruleset.TagOf(r.fc.nft, ch.Rules)
 	}
 	for _, set := range []string{setServiceIPs, setServiceNodePorts, setFirewallIPs} {
 		els := o.elements[set]
 		for i := range els {
 			if vd := els[i].Verdict; vd != nil {
-				els[i].Tag = tags[vd.Chain]
+				els[i].Tag = o.tags[vd.Chain]
 			}
 		}
 	}

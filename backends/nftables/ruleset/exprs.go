@@ -148,9 +148,9 @@ func (r Reject) Text(Family) string {
 // endpoint the group's interval map holds for it:
 // "dnat ip to numgen random mod 65536 offset O map @endpoints-P".
 // Groups share maps (see the backend): Offset is the group's first slot.
-// Group names the group itself; it does not change the statement, and is
-// carried in the rule's userdata so that a restart can keep the
-// identifiers the table was written with.
+// Group names the group itself; it does not change the statement, and goes
+// into the tag of the chain holding the rule (ChainTag), so that a restart
+// can keep the identifiers the table was written with.
 type DNAT struct {
 	Map    string
 	Offset uint32

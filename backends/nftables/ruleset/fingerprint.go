@@ -8,8 +8,7 @@ import (
 
 // Fingerprint identifies a rule by its nft text (which names every
 // expression and value it holds): equal fingerprints mean equal rules.
-// It is never zero, so a rule that carries none (one added by another
-// program) never matches.
+// It is never zero.
 func (r Rule) Fingerprint(f Family) uint64 {
 	h := fnv.New64a()
 	for _, e := range r.Exprs {

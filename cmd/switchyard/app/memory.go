@@ -27,8 +27,13 @@ type memoryReleaser struct {
 }
 
 func newMemoryReleaser() *memoryReleaser {
+	return &memoryReleaser{operatorSet: gogcSet()}
+}
+
+// gogcSet tells whether the operator set GOGC: its percent is then kept.
+func gogcSet() bool {
 	_, set := os.LookupEnv("GOGC")
-	return &memoryReleaser{operatorSet: set}
+	return set
 }
 
 func (r *memoryReleaser) PostSync(_ context.Context, st *proxier.State, diff *proxier.Diff) {
@@ -102,8 +107,7 @@ type fullSyncGC struct {
 const steadyGCPercent = 50
 
 func newFullSyncGC(b proxier.Backend) fullSyncGC {
-	_, set := os.LookupEnv("GOGC")
-	return fullSyncGC{Backend: b, operatorSet: set}
+	return fullSyncGC{Backend: b, operatorSet: gogcSet()}
 }
 
 func (b fullSyncGC) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
