@@ -152,19 +152,25 @@ const profilesEnv = "SWITCHYARD_BURST_PROFILES"
 
 func saveHeapProfile(t *testing.T, m *modeEnv, name string) {
 	t.Helper()
-	dir := os.Getenv(profilesEnv)
-	if dir == "" {
-		return
+	if dir := os.Getenv(profilesEnv); dir != "" {
+		if err := writeHeapProfile(t, m.daemon, filepath.Join(dir, name+".pb.gz")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	code, body, err := m.daemon.Get(t.Context(), m.daemon.MetricsAddr, "/debug/pprof/heap?gc=1")
+}
+
+// writeHeapProfile saves a daemon's in-use heap profile (after a forced
+// GC; the daemon runs with --profiling) to path.
+func writeHeapProfile(t *testing.T, d *framework.Daemon, path string) error {
+	code, body, err := d.Get(t.Context(), d.MetricsAddr, "/debug/pprof/heap?gc=1")
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("heap profile: HTTP %d, %v", code, err)
+		return fmt.Errorf("heap profile: HTTP %d, %v", code, err)
 	}
-	path := filepath.Join(dir, name+".pb.gz")
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	t.Logf("heap profile %s", path)
+	return nil
 }
 
 // burstClient is an admin client without client-side rate limiting.

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +47,10 @@ const (
 	// SWITCHYARD_ETCD_ENDPOINT), api otherwise. Everything measured still
 	// goes through the API. (TestTakeover's background follows it too.)
 	scaleSeedEnv = "SWITCHYARD_SCALE_SEED"
+	// A directory: switchyard runs with --profiling, and its heap profile
+	// (in-use after a forced GC) is saved there after the first sync, 30 s
+	// after the changes and 5 s after a restart's first sync.
+	scaleProfileEnv = "SWITCHYARD_SCALE_PROFILE"
 )
 
 // scaleTimeBox bounds a proxy's first sync; upstream's beyond it is
@@ -120,6 +125,9 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	if os.Getenv(scaleTraceEnv) == "1" && who != "kube-proxy" {
 		args = append(args, "-v=4")
 	}
+	if os.Getenv(scaleProfileEnv) != "" && who != "kube-proxy" {
+		args = append(args, "--profiling")
+	}
 	d := startScaleProxy(t, env, who, args)
 	defer func() { _ = d.Stop() }()
 	ts, ok := waitTimestamp(t, d, 0, scaleTimeBox)
@@ -135,6 +143,7 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	r.firstSync = time.Unix(0, int64(ts*1e9)).Sub(start)
 	r.afterSync = memory(t, d.PID()).RSS
 	logFirstTrace(t, proxy+" first sync", d, r.firstSync)
+	saveScaleProfile(t, d, proxy, "first")
 	r.answered = kernelServices(t, env, mode)
 	if r.answered < newBase*ports {
 		t.Errorf("%s: the kernel holds %d service ports, want at least %d", proxy, r.answered, newBase*ports)
@@ -156,6 +165,7 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	time.Sleep(30 * time.Second)
 	m := memory(t, d.PID())
 	r.settled, r.settledAnon, r.peak = m.RSS, m.Anon, m.Peak
+	saveScaleProfile(t, d, proxy, "settled")
 	if limit := envInt(t, scalePeakEnv, 0); limit > 0 && who != "kube-proxy" && mb(r.peak) > float64(limit) {
 		t.Errorf("%s: VmHWM %.1f MB, above %s=%d", proxy, mb(r.peak), scalePeakEnv, limit)
 	}
@@ -200,7 +210,21 @@ func restartScale(t *testing.T, env *framework.Env, who string, args []string) (
 	took := time.Unix(0, int64(ts*1e9)).Sub(start)
 	logFirstTrace(t, who+" restart", d, took)
 	time.Sleep(5 * time.Second)
+	saveScaleProfile(t, d, who, "restart")
 	return took, memory(t, d.PID()).Peak
+}
+
+// saveScaleProfile writes the daemon's heap profile to
+// SWITCHYARD_SCALE_PROFILE/<proxy>-<when>.heap when that is set.
+func saveScaleProfile(t *testing.T, d *framework.Daemon, proxy, when string) {
+	dir := os.Getenv(scaleProfileEnv)
+	if dir == "" || strings.HasPrefix(proxy, "kube-proxy") {
+		return
+	}
+	name := strings.NewReplacer(":", "-", "/", "_").Replace(proxy) + "-" + when + ".heap"
+	if err := writeHeapProfile(t, d, filepath.Join(dir, name)); err != nil {
+		t.Error(err)
+	}
 }
 
 // flushKernel leaves the node namespace without any proxy's rules.

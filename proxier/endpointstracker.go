@@ -182,6 +182,7 @@ func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
 	walkSorted(ch.previous, ch.current, func(pe *portEndpoints) ServicePortName { return pe.name },
 		func(prev, cur *portEndpoints) {
 			if prev == nil {
+				diff.recordEndpoints(cur.name, nil)
 				diff.Changed[cur.name] = struct{}{}
 				if conntrackProtocol(cur.name) && anyServing(cur.endpoints) {
 					diff.NewlyServing[cur.name] = struct{}{}
@@ -196,6 +197,7 @@ func recordEndpointsDiff(diff *Diff, ch *endpointsChange) {
 				}
 			}
 			spn := prev.name
+			diff.recordEndpoints(spn, prev.endpoints)
 			diff.Changed[spn] = struct{}{}
 			diff.StaleEndpoints = append(diff.StaleEndpoints, staleEndpoints(spn, prev.endpoints, eps)...)
 			if conntrackProtocol(spn) && !anyServing(prev.endpoints) && anyServing(eps) {

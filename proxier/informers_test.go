@@ -304,7 +304,7 @@ func TestProxierFailingBackend(t *testing.T) {
 	var okStates []*State
 	for _, s := range h.backend.all() {
 		if s.err == nil {
-			okStates = append(okStates, s.st)
+			okStates = append(okStates, s.given)
 		}
 	}
 	waitFor(t, "hooks of every successful sync", func() bool {

@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -24,9 +25,10 @@ import (
 var errBackend = errors.New("backend failed")
 
 type recordedSync struct {
-	st   *State
-	diff *Diff
-	err  error
+	st    *State // a copy taken during the sync
+	given *State // the State the backend was given
+	diff  *Diff
+	err   error
 }
 
 // recordingBackend is a Backend that remembers every State and Diff it is
@@ -51,7 +53,10 @@ func (b *recordingBackend) Sync(_ context.Context, st *State, diff *Diff) (SyncR
 		b.failures--
 		err = errBackend
 	}
-	b.syncs = append(b.syncs, recordedSync{st: st, diff: diff, err: err})
+	// A State is valid during its sync only (the next snapshot updates its
+	// maps): keep a copy.
+	kept := &State{Services: maps.Clone(st.Services), Endpoints: maps.Clone(st.Endpoints), Node: st.Node}
+	b.syncs = append(b.syncs, recordedSync{st: kept, given: st, diff: diff, err: err})
 	b.mu.Unlock()
 	select {
 	case b.changed <- struct{}{}:

@@ -141,6 +141,7 @@ func recordServiceDiff(diff *Diff, ch *serviceChange) {
 			case cur == nil:
 				diff.Changed[(*prev).Name] = struct{}{}
 				diff.Deleted[(*prev).Name] = *prev
+				diff.recordService((*prev).Name, *prev)
 				diff.ServicesChanged = true
 			case prev == nil:
 				diff.Changed[(*cur).Name] = struct{}{}
@@ -148,6 +149,7 @@ func recordServiceDiff(diff *Diff, ch *serviceChange) {
 				diff.ServicesChanged = true
 			case !servicePortEqual(*prev, *cur):
 				diff.Changed[(*cur).Name] = struct{}{}
+				diff.recordService((*cur).Name, *prev)
 				diff.ServicesChanged = true
 			}
 		})

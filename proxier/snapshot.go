@@ -78,6 +78,7 @@ func (s *Snapshotter) Snapshot() (*State, *Diff) {
 		Changed:      map[ServicePortName]struct{}{},
 		Deleted:      map[ServicePortName]*ServicePort{},
 		NewlyServing: map[ServicePortName]struct{}{},
+		before:       map[ServicePortName]portBefore{},
 	}
 	st := &State{
 		Services:  s.Services.apply(diff),
@@ -107,6 +108,7 @@ func (d *Diff) Merge(earlier *Diff) {
 			d.Deleted[k] = v
 		}
 	}
+	d.mergeBefore(earlier)
 	for k := range earlier.Changed {
 		d.Changed[k] = struct{}{}
 	}
@@ -115,6 +117,35 @@ func (d *Diff) Merge(earlier *Diff) {
 	}
 	d.StaleEndpoints = append(earlier.StaleEndpoints, d.StaleEndpoints...)
 	d.TriggerTimes = append(earlier.TriggerTimes, d.TriggerTimes...)
+}
+
+// mergeBefore keeps, of each name earlier changed, what the sync before
+// earlier saw: earlier's parts win, and a name new in earlier is new.
+// Call it before earlier's names join d.Changed.
+func (d *Diff) mergeBefore(earlier *Diff) {
+	if d.before == nil {
+		d.before = map[ServicePortName]portBefore{}
+	}
+	for k := range earlier.Changed {
+		e, ok := earlier.before[k]
+		if !ok {
+			delete(d.before, k)
+			continue
+		}
+		b, seen := d.before[k]
+		if _, changed := d.Changed[k]; changed && !seen {
+			// d found its ServicePort new: there was none after earlier,
+			// nor before it unless earlier deleted it (e says so).
+			b = portBefore{hasService: true}
+		}
+		if e.hasService {
+			b.service, b.hasService = e.service, true
+		}
+		if e.hasEndpoints {
+			b.endpoints, b.hasEndpoints = e.endpoints, true
+		}
+		d.before[k] = b
+	}
 }
 
 // DropRestored removes from Deleted the ports st has again: a port

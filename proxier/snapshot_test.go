@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -35,40 +36,73 @@ func TestSnapshotServiceAndEndpointChanges(t *testing.T) {
 	}
 }
 
-// States are immutable and share what did not change: a snapshot never
-// writes a map an earlier State holds, and one without service changes
-// hands out the same service map (no copy per endpoint change).
-func TestSnapshotStatesAreIndependent(t *testing.T) {
+// A snapshot updates the trackers' maps in place (no copy per change)
+// and its Diff says what the previous one held of each changed name.
+func TestSnapshotUpdatesInPlace(t *testing.T) {
 	snap := NewSnapshotter("node-a", nil)
 	snap.Services.Update(nil, makeService("svc"))
 	snap.Endpoints.Update(makeSlice("svc", "s1", []sliceEP{ep("10.0.0.1")}), false)
-	st1, _ := snap.Snapshot()
+	for i := range 8 { // a map a few changes do not double
+		name := fmt.Sprintf("bg%d", i)
+		snap.Services.Update(nil, makeService(name, withClusterIPs(fmt.Sprintf("10.96.1.%d", i+1))))
+		snap.Endpoints.Update(makeSlice(name, "b", []sliceEP{ep(fmt.Sprintf("10.0.2.%d", i+1))}), false)
+	}
+	st1, d1 := snap.Snapshot()
+	if sp, eps := d1.Previous(st1, httpPort("svc")); sp != nil || eps != nil {
+		t.Errorf("a new port's previous = %v, %v, want none", sp, eps)
+	}
+	svc1 := st1.Services[httpPort("svc")]
 
 	snap.Services.Update(nil, makeService("other", withClusterIPs("10.96.0.20")))
-	st2, _ := snap.Snapshot()
-	if len(st1.Services) != 1 || len(st2.Services) != 2 {
-		t.Fatalf("services: st1 %d st2 %d, want 1 and 2", len(st1.Services), len(st2.Services))
-	}
+	st2, d2 := snap.Snapshot()
 	if !sameMap(st1.Endpoints, st2.Endpoints) {
 		t.Errorf("a snapshot without endpoint changes copied the endpoints map")
 	}
+	if sp, eps := d2.Previous(st2, httpPort("svc")); sp != svc1 || len(eps) != 1 {
+		t.Errorf("an unchanged port's previous = %v, %v, want as it is", sp, eps)
+	}
 	snap.Endpoints.Update(makeSlice("svc", "s2", []sliceEP{ep("10.0.0.2")}), false)
 	snap.Services.Update(makeService("other", withClusterIPs("10.96.0.20")), nil)
-	st3, _ := snap.Snapshot()
+	st3, d3 := snap.Snapshot()
 	if got := endpointKeys(st3.Endpoints[httpPort("svc")]); !cmp.Equal(got, []string{"10.0.0.1:8080", "10.0.0.2:8080"}) {
 		t.Errorf("endpoints after the second slice = %v", got)
 	}
-	if len(st2.Services) != 2 || len(st3.Services) != 1 {
-		t.Errorf("services: st2 %d st3 %d, want 2 and 1 (the deletion wrote into an earlier State)", len(st2.Services), len(st3.Services))
+	if !sameMap(st2.Services, st3.Services) || !sameMap(st2.Endpoints, st3.Endpoints) {
+		t.Errorf("a snapshot copied the maps")
 	}
-	for i, st := range []*State{st1, st2} {
-		if got := endpointKeys(st.Endpoints[httpPort("svc")]); !cmp.Equal(got, []string{"10.0.0.1:8080"}) {
-			t.Errorf("State %d's endpoints changed to %v", i+1, got)
-		}
+	sp, eps := d3.Previous(st3, httpPort("svc"))
+	if got := endpointKeys(eps); sp != svc1 || !cmp.Equal(got, []string{"10.0.0.1:8080"}) {
+		t.Errorf("previous of an endpoint change = %v, %v, want the service and 10.0.0.1:8080", sp, got)
 	}
-	st4, _ := snap.Snapshot()
-	if !sameMap(st3.Services, st4.Services) || !sameMap(st3.Endpoints, st4.Endpoints) {
-		t.Errorf("a snapshot without changes copied the maps")
+	if sp, _ := d3.Previous(st3, httpPort("other")); sp == nil || st3.Services[httpPort("other")] != nil {
+		t.Errorf("a deleted port: previous %v, now %v", sp, st3.Services[httpPort("other")])
+	}
+}
+
+// A Diff merged from a failed sync keeps what the last successful one saw.
+func TestDiffMergeKeepsPrevious(t *testing.T) {
+	snap := NewSnapshotter("node-a", nil)
+	snap.Services.Update(nil, makeService("svc"))
+	snap.Endpoints.Update(makeSlice("svc", "s1", []sliceEP{ep("10.0.0.1")}), false)
+	st0, _ := snap.Snapshot() // synced
+	svc0 := st0.Services[httpPort("svc")]
+
+	// Failed: an endpoint change, and a new Service.
+	snap.Endpoints.Update(makeSlice("svc", "s1", []sliceEP{ep("10.0.0.9")}), false)
+	snap.Services.Update(nil, makeService("new", withClusterIPs("10.96.0.30")))
+	_, failed := snap.Snapshot()
+	// Then: the Service changes, the endpoints again, the new one's too.
+	snap.Services.Update(makeService("svc"), makeService("svc", withClusterIPs("10.96.0.99")))
+	snap.Endpoints.Update(makeSlice("svc", "s1", []sliceEP{ep("10.0.0.7")}), false)
+	snap.Endpoints.Update(makeSlice("new", "n1", []sliceEP{ep("10.0.1.1")}), false)
+	st, d := snap.Snapshot()
+	d.Merge(failed)
+	sp, eps := d.Previous(st, httpPort("svc"))
+	if got := endpointKeys(eps); sp != svc0 || !cmp.Equal(got, []string{"10.0.0.1:8080"}) {
+		t.Errorf("previous of svc = %v, %v, want as first synced", sp, got)
+	}
+	if sp, eps := d.Previous(st, httpPort("new")); sp != nil || eps != nil {
+		t.Errorf("previous of a port new since the last sync = %v, %v, want none", sp, eps)
 	}
 }
 

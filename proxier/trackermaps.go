@@ -12,26 +12,22 @@ import (
 // costs ~700 bytes); and the maps are copied after mass deletions (see
 // package shrink).
 
-// nextFlat gives the by-port map the next State holds. A State shares
-// the map with its tracker, which never writes a map it has handed out:
-// when nothing is pending the new State gets the same map (no copy, so an
-// endpoint-only change copies no service map); otherwise a copy of it,
-// sized for adds more entries, changed by edit. Only the map of the last
-// State and the one its backend still holds are ever alive, not a third
-// kept by the tracker.
+// nextFlat gives the by-port map the next State holds: flat itself,
+// changed in place by edit (a change costs what it changes; the previous
+// State's values of changed names are in its Diff, see Diff.Previous),
+// or a copy sized for a large fill (the initial list), so that the map is
+// not grown insert by insert.
 func nextFlat[V any](flat map[ServicePortName]V, peak *shrink.Peak, pending, adds int, edit func(map[ServicePortName]V)) map[ServicePortName]V {
 	if pending == 0 {
 		return flat
 	}
-	var next map[ServicePortName]V
-	if adds > len(flat)/4 { // a large fill (the initial list): size it once
-		next = make(map[ServicePortName]V, len(flat)+adds)
+	if adds > len(flat)/4 {
+		next := make(map[ServicePortName]V, len(flat)+adds)
 		maps.Copy(next, flat)
-	} else {
-		next = maps.Clone(flat)
+		flat = next
 	}
-	edit(next)
-	return shrink.Map(next, peak)
+	edit(flat)
+	return shrink.Map(flat, peak)
 }
 
 // trackerPeaks are the high-water marks of a tracker's long-lived maps.

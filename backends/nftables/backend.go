@@ -163,8 +163,8 @@ func familyOf(f v1.IPFamily) ruleset.Family {
 // node's pod CIDRs arrived or changed). The rules of every port hold it,
 // so a partial sync would leave the unchanged ones stale.
 func (f *familySync) localMatchChanged(st *proxier.State) bool {
-	prev := f.w.prev
-	return prev != nil && st != nil && f.fc.localMatch(prev.Node) != f.fc.localMatch(st.Node)
+	prev := f.w.node
+	return prev != nil && st != nil && f.fc.localMatch(*prev) != f.fc.localMatch(st.Node)
 }
 
 // RemoveLeftovers deletes, from a kube-proxy table that kube-proxy's

@@ -86,7 +86,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 		plan.table = TableName
 	}
 	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, f.ids.next), local: f.fc.localMatch(st.Node)}
-	c.w.prev = st
+	c.w.node = &st.Node
 	c.begin()
 	r := f.renderer(st.Node)
 	for _, name := range plan.names {

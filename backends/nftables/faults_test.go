@@ -1,7 +1,6 @@
 package nftables_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -75,7 +74,7 @@ func TestRejectedTransaction(t *testing.T) {
 	some := sortedPorts(state)[0]
 	changed.Endpoints[some] = nil
 	fake.FailNext = errors.New("netlink receive: invalid argument")
-	_, err = b.Sync(context.Background(), changed, changedDiff(some))
+	_, err = syncTracked(b, changed, changedDiff(some))
 	if err == nil || !strings.Contains(err.Error(), "invalid argument") {
 		t.Fatalf("sync error = %v, want the kernel's", err)
 	}

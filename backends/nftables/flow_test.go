@@ -3,6 +3,7 @@ package nftables_test
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -36,11 +37,28 @@ func dualStackBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig
 
 func mustSync(t *testing.T, b *nftables.Backend, st *proxier.State, d *proxier.Diff) proxier.SyncResult {
 	t.Helper()
-	res, err := b.Sync(context.Background(), st, d)
+	res, err := syncTracked(b, st, d)
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	return res
+}
+
+// synced holds the State each backend last synced: a Diff built by hand
+// gets from it what the proxier's snapshots record (Diff.Previous).
+var synced sync.Map // *nftables.Backend -> *proxier.State
+
+// syncTracked syncs st with d, d's previous State being the one b last
+// synced.
+func syncTracked(b *nftables.Backend, st *proxier.State, d *proxier.Diff) (proxier.SyncResult, error) {
+	prev, _ := synced.Load(b)
+	p, _ := prev.(*proxier.State)
+	d.SetPrevious(p)
+	res, err := b.Sync(context.Background(), st, d)
+	if err == nil {
+		synced.Store(b, st)
+	}
+	return res, err
 }
 
 func fullDiff() *proxier.Diff { return &proxier.Diff{Full: true} }

@@ -12,13 +12,13 @@ import (
 
 // written is what the kernel holds after our last commit, kept small: at
 // 10k services x 10 endpoints the table has ~220k elements, and keeping
-// them would cost more memory than the rest of the daemon. Instead the
-// State of the last sync is kept (it is shared with the proxier anyway)
-// and a changed port's old objects are rendered again from it. Only
+// them would cost more memory than the rest of the daemon. Instead a
+// changed port's old objects are rendered again from what the Diff says
+// the last sync saw (proxier.Diff.Previous) and the node kept here. Only
 // counts stay, for the periodic check, and the one shared set's
 // reference counts.
 type written struct {
-	prev    *proxier.State
+	node    *proxier.NodeInfo // of the last sync; nil before the first
 	sets    map[string]*ruleset.Set
 	rules   map[string]int // rules per chain
 	counts  map[string]int // elements per set (sets the packet path fills excluded)

@@ -20,7 +20,7 @@ import (
 func kernelSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State, d *proxier.Diff) {
 	t.Helper()
 	err := kerneltest.InNetns(ns, func() error {
-		_, err := b.Sync(context.Background(), st, d)
+		_, err := syncTracked(b, st, d)
 		return err
 	})
 	if err != nil {

@@ -1,7 +1,6 @@
 package nftables_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -84,7 +83,7 @@ func timedSync(t *testing.T, ns string, b *nftables.Backend, st *proxier.State, 
 	var res proxier.SyncResult
 	start := time.Now()
 	err := kerneltest.InNetns(ns, func() (err error) {
-		res, err = b.Sync(context.Background(), st, d)
+		res, err = syncTracked(b, st, d)
 		return err
 	})
 	if err != nil {

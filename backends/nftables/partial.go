@@ -70,15 +70,14 @@ func (f *familySync) partial(ctx context.Context, conn Conn, st *proxier.State, 
 // stageChanges allocates groups for new ports and renders each changed
 // port as written and as wanted.
 func (f *familySync) stageChanges(st *proxier.State, diff *proxier.Diff) []portChange {
-	prev := f.w.prev
 	r := f.renderer(st.Node)
 	var out []portChange
 	for _, name := range sortedNames(diff.Changed) {
 		c := portChange{name: name}
 		var oldGroups []groupKey
-		if sp := prev.Services[name]; sp != nil {
+		if sp, eps := diff.Previous(st, name); sp != nil {
 			oldGroups = f.fc.groupsOf(sp)
-			c.old = f.renderer(prev.Node).render(sp, prev.Endpoints[name])
+			c.old = f.renderer(*f.w.node).render(sp, eps)
 		}
 		var curGroups []groupKey
 		if sp := st.Services[name]; sp != nil {
@@ -188,7 +187,7 @@ func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *d
 		delete(f.w.sets, name)
 		delete(f.w.counts, name)
 	}
-	f.w.prev = st
+	f.w.node = &st.Node
 }
 
 // rollback releases groups allocated for ports the kernel never got; the
