@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 )
 
 // fullService sets every Service field the proxier reads.
@@ -293,7 +295,7 @@ func TestCompactMalformed(t *testing.T) {
 // forms in its cache, and updates and deletions reach the trackers.
 func TestInformerCacheHoldsCompactForms(t *testing.T) {
 	client := fake.NewClientset(makeService("web"), makeSlice("web", "web-1", []sliceEP{ep("10.0.0.1")}))
-	p := New(client, nopBackend{}, Config{NodeName: "node-a"}, nil, nil, nil)
+	p := New(kubeclientset.New(client), nopBackend{}, Config{NodeName: "node-a"}, nil, nil, nil)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(p.informerTransform))
 	svcInf := factory.Core().V1().Services().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()

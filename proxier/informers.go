@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,13 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 )
 
 const (
@@ -54,15 +54,8 @@ func ServiceSelector(proxyName string) labels.Selector {
 func (p *Proxier) Run(ctx context.Context) error {
 	sel := ServiceSelector(p.cfg.ServiceProxyName).String()
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
-	factory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
-		informers.WithTweakListOptions(tweak), informers.WithTransform(p.informerTransform))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, informerResync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}),
-		informers.WithTransform(trimObject))
 	access := newAccessReporter(p.cfg.Clock)
-	synced, err := p.addHandlers(factory, nodeFactory, tweak, access)
+	infs, synced, err := p.addHandlers(tweak, access)
 	if err != nil {
 		return err
 	}
@@ -72,10 +65,13 @@ func (p *Proxier) Run(ctx context.Context) error {
 	if p.health != nil {
 		p.health.QueuedUpdate()
 	}
-	factory.Start(ctx.Done())
-	nodeFactory.Start(ctx.Done())
-	defer factory.Shutdown()
-	defer nodeFactory.Shutdown()
+	infCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	for _, inf := range infs {
+		running.Go(func() { inf.RunWithContext(infCtx) })
+	}
+	defer running.Wait()
+	defer stop()
 	// Wait until our handlers have seen every initial object (not only
 	// until the informers' caches are full: handlers run asynchronously),
 	// and the node too, so the first full sync is complete and knows the
@@ -95,34 +91,45 @@ func (p *Proxier) informerTransform(obj any) (any, error) {
 	return p.snap.compact(obj)
 }
 
-func (p *Proxier) addHandlers(factory, nodeFactory informers.SharedInformerFactory, tweak func(*metav1.ListOptions), access *accessReporter) ([]namedSync, error) {
-	// The Service and EndpointSlice informers keep no index: the proxier
-	// never looks objects up by namespace, and the factory's default
-	// namespace index keeps a set per namespace that stays sized for the
-	// most objects the namespace ever held.
-	handlers := []struct {
-		resource string
-		inf      cache.SharedIndexInformer
-		h        cache.ResourceEventHandler
-	}{
-		{"services", factory.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
-		}), p.serviceHandler()},
-		{"endpointslices.discovery.k8s.io", factory.InformerFor(&discovery.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
-		}), p.sliceHandler()},
-		{"nodes", nodeFactory.Core().V1().Nodes().Informer(), p.nodeHandler()},
+// addHandlers makes the three informers (Services and EndpointSlices
+// through tweak's selector, this node by name) with their handlers. The
+// Service and EndpointSlice informers keep no index: the proxier never
+// looks objects up by namespace, and a namespace index keeps a set per
+// namespace that stays sized for the most objects the namespace ever
+// held. Their caches hold the compact forms (informerTransform), the
+// node's a trimmed Node.
+func (p *Proxier) addHandlers(tweak func(*metav1.ListOptions), access *accessReporter) ([]cache.SharedIndexInformer, []namedSync, error) {
+	byName := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 	}
+	handlers := []struct {
+		resource  kubeapi.Resource
+		obj       runtime.Object
+		tweak     func(*metav1.ListOptions)
+		transform cache.TransformFunc
+		h         cache.ResourceEventHandler
+	}{
+		{kubeapi.Services, &v1.Service{}, tweak, p.informerTransform, p.serviceHandler()},
+		{kubeapi.EndpointSlices, &discovery.EndpointSlice{}, tweak, p.informerTransform, p.sliceHandler()},
+		{kubeapi.Nodes, &v1.Node{}, byName, trimObject, p.nodeHandler()},
+	}
+	infs := make([]cache.SharedIndexInformer, 0, len(handlers))
 	synced := make([]namedSync, 0, len(handlers))
 	for _, x := range handlers {
-		if err := x.inf.SetWatchErrorHandlerWithContext(access.handler(x.resource)); err != nil {
-			return nil, fmt.Errorf("setting the %s watch error handler: %w", x.resource, err)
+		inf := cache.NewSharedIndexInformerWithOptions(p.client.ListerWatcher(x.resource, x.tweak), x.obj,
+			cache.SharedIndexInformerOptions{ResyncPeriod: informerResync, Indexers: cache.Indexers{}})
+		if err := inf.SetTransform(x.transform); err != nil {
+			return nil, nil, fmt.Errorf("setting the %s transform: %w", x.resource, err)
 		}
-		reg, err := x.inf.AddEventHandler(x.h)
+		if err := inf.SetWatchErrorHandlerWithContext(access.handler(x.resource.String())); err != nil {
+			return nil, nil, fmt.Errorf("setting the %s watch error handler: %w", x.resource, err)
+		}
+		reg, err := inf.AddEventHandler(x.h)
 		if err != nil {
-			return nil, fmt.Errorf("adding event handler: %w", err)
+			return nil, nil, fmt.Errorf("adding event handler: %w", err)
 		}
-		synced = append(synced, namedSync{resource: x.resource, synced: reg.HasSynced})
+		infs = append(infs, inf)
+		synced = append(synced, namedSync{resource: x.resource.String(), synced: reg.HasSynced})
 	}
-	return synced, nil
+	return infs, synced, nil
 }

@@ -8,10 +8,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/internal/synctrace"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -69,7 +69,7 @@ type Config struct {
 // the sync loop and reports through metrics and health.
 type Proxier struct {
 	cfg       Config
-	client    kubernetes.Interface
+	client    kubeapi.Client
 	backend   Backend
 	metrics   *metrics.Metrics
 	health    HealthUpdater
@@ -86,7 +86,7 @@ type Proxier struct {
 }
 
 // New returns a Proxier. health and svcHealth may be nil.
-func New(client kubernetes.Interface, backend Backend, cfg Config, m *metrics.Metrics, health HealthUpdater, svcHealth ServiceHealth, hooks ...PostSyncHook) *Proxier {
+func New(client kubeapi.Client, backend Backend, cfg Config, m *metrics.Metrics, health HealthUpdater, svcHealth ServiceHealth, hooks ...PostSyncHook) *Proxier {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}

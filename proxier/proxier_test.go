@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
@@ -158,7 +159,7 @@ func startProxier(t *testing.T, minSync time.Duration, objs ...runtime.Object) *
 		clock:   clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
 	cfg := Config{NodeName: "node-a", MinSyncPeriod: minSync, SyncPeriod: time.Hour, Holdoff: -1, Clock: h.clock}
-	h.p = New(client, h.backend, cfg, h.metrics, h.health, nil, h.health)
+	h.p = New(kubeclientset.New(client), h.backend, cfg, h.metrics, h.health, nil, h.health)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.p.Run(ctx) }()

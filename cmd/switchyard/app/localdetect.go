@@ -7,11 +7,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -27,7 +26,7 @@ const podCIDRPoll = time.Second
 // o.NodePodCIDRs (they decide the IP families too). Later changes need no
 // restart here (kube-proxy exits on them): they reach the proxier as Node
 // updates, which make the next sync full with the new match.
-func awaitPodCIDRs(ctx context.Context, o *Options, client kubernetes.Interface, nodeName string) error {
+func awaitPodCIDRs(ctx context.Context, o *Options, client kubeapi.Client, nodeName string) error {
 	if !o.LocalDetector.NeedsNodePodCIDRs() {
 		return nil
 	}
@@ -41,11 +40,11 @@ func awaitPodCIDRs(ctx context.Context, o *Options, client kubernetes.Interface,
 	return nil
 }
 
-func waitForPodCIDRs(ctx context.Context, client kubernetes.Interface, nodeName string, poll, timeout time.Duration) ([]netip.Prefix, error) {
+func waitForPodCIDRs(ctx context.Context, client kubeapi.Client, nodeName string, poll, timeout time.Duration) ([]netip.Prefix, error) {
 	var cidrs []netip.Prefix
 	exists := false
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := client.Node(ctx, nodeName)
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				klog.V(2).InfoS("Waiting for the node object", "node", nodeName, "err", err)

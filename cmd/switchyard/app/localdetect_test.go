@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -20,12 +21,12 @@ import (
 // does (or never appears).
 func TestWaitForPodCIDRs(t *testing.T) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
-	client := fake.NewClientset(node)
+	client := kubeclientset.New(fake.NewClientset(node))
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		n := node.DeepCopy()
 		n.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-		_, _ = client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		_, _ = client.CS.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
 	}()
 	got, err := waitForPodCIDRs(context.Background(), client, "node-a", 5*time.Millisecond, 5*time.Second)
 	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
@@ -33,7 +34,7 @@ func TestWaitForPodCIDRs(t *testing.T) {
 		t.Fatalf("waitForPodCIDRs = %v, %v; want %v", got, err, want)
 	}
 
-	bare := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}})
+	bare := kubeclientset.New(fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}))
 	if _, err := waitForPodCIDRs(context.Background(), bare, "node-b", 5*time.Millisecond, 30*time.Millisecond); err == nil ||
 		!strings.Contains(err.Error(), `timeout waiting for PodCIDR allocation on node "node-b"`) {
 		t.Errorf("no pod CIDR: err = %v", err)
@@ -50,11 +51,11 @@ func TestAwaitPodCIDRsOnlyInNodeCIDRMode(t *testing.T) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
 		Spec: v1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24", "fd00:10:244:1::/64"}}}
 	o := &Options{LocalDetector: proxier.DetectByInterfacePrefix("cali")}
-	if err := awaitPodCIDRs(context.Background(), o, fake.NewClientset(), "node-a"); err != nil || o.NodePodCIDRs != nil {
+	if err := awaitPodCIDRs(context.Background(), o, kubeclientset.New(fake.NewClientset()), "node-a"); err != nil || o.NodePodCIDRs != nil {
 		t.Fatalf("InterfaceNamePrefix: %v, %v", err, o.NodePodCIDRs)
 	}
 	o = &Options{LocalDetector: proxier.DetectByNodeCIDR()}
-	if err := awaitPodCIDRs(context.Background(), o, fake.NewClientset(node), "node-a"); err != nil {
+	if err := awaitPodCIDRs(context.Background(), o, kubeclientset.New(fake.NewClientset(node)), "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	if fams := families(o); len(o.NodePodCIDRs) != 2 || len(fams) != 2 {

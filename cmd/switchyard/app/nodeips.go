@@ -7,11 +7,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -23,7 +22,7 @@ const nodeIPWait = 30 * time.Second
 // resolveNodePortAddresses turns --nodeport-addresses=primary into the
 // node's own addresses (one /32 or /128 prefix each), read from its Node
 // object. Other settings pass through unchanged.
-func resolveNodePortAddresses(ctx context.Context, o *Options, client kubernetes.Interface, nodeName string) error {
+func resolveNodePortAddresses(ctx context.Context, o *Options, client kubeapi.Client, nodeName string) error {
 	if !o.NodePortPrimary {
 		return nil
 	}
@@ -39,10 +38,10 @@ func resolveNodePortAddresses(ctx context.Context, o *Options, client kubernetes
 	return nil
 }
 
-func waitForNodeIPs(ctx context.Context, client kubernetes.Interface, nodeName string) ([]netip.Addr, error) {
+func waitForNodeIPs(ctx context.Context, client kubeapi.Client, nodeName string) ([]netip.Addr, error) {
 	var ips []netip.Addr
 	err := wait.PollUntilContextTimeout(ctx, time.Second, nodeIPWait, true, func(ctx context.Context) (bool, error) {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := client.Node(ctx, nodeName)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

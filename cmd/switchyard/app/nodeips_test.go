@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 )
 
 func TestResolveNodePortAddressesPrimary(t *testing.T) {
@@ -20,7 +22,7 @@ func TestResolveNodePortAddressesPrimary(t *testing.T) {
 			{Type: v1.NodeInternalIP, Address: "2001:db8::10"},
 		}},
 	}
-	client := fake.NewClientset(node)
+	client := kubeclientset.New(fake.NewClientset(node))
 	o := &Options{NodePortPrimary: true}
 	if err := resolveNodePortAddresses(context.Background(), o, client, "node-a"); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -207,7 +207,7 @@ func metricsMux(o *Options, reg *prometheus.Registry) *http.ServeMux {
 
 // newClient uses the kubeconfig/master when given, in-cluster config
 // otherwise (the DaemonSet case).
-func newClient(o *Options) (kubernetes.Interface, error) {
+func newClient(o *Options) (kubeapi.Client, error) {
 	var cfg *rest.Config
 	var err error
 	if o.Kubeconfig == "" && o.Master == "" {
@@ -224,7 +224,7 @@ func newClient(o *Options) (kubernetes.Interface, error) {
 		cfg.ContentType = o.KubeAPIContentType
 	}
 	cfg.AcceptContentTypes = o.KubeAPIAcceptContentTypes
-	return kubernetes.NewForConfig(cfg)
+	return kubeapi.New(cfg)
 }
 
 func nodeName(o *Options) (string, error) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -173,7 +174,7 @@ func runChild(o childOpts) (*childResult, error) {
 	}
 	tb := &timedBackend{Backend: be}
 	w := &syncWatch{}
-	p := proxier.New(client, tb, cfg, m, nil, nil, w)
+	p := proxier.New(kubeclientset.New(client), tb, cfg, m, nil, nil, w)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res, err := firstSync(ctx, p, tb, w, o.n)
