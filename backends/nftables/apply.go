@@ -110,7 +110,7 @@ func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePo
 	ids := adoptGroups(each, n, live, groupsPerMap(n))
 	if ids == nil {
 		ids = newGroupIDs()
-		ids.ids = make(map[groupKey]uint32, n)
+		ids.ids = newGroupTable(n)
 		ids.perMap = groupsPerMap(n)
 	}
 	orders := make(groupOrders, 0, n)
@@ -127,16 +127,16 @@ func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePo
 // order its slot block in the live table holds, so that its ranges are
 // kept where its endpoints are the same.
 func (f *familySync) adoptOrders(live map[string]*liveSet) {
-	for _, id := range f.ids.ids {
+	f.ids.ids.all(func(id uint32) {
 		if f.orders.get(id) != nil {
-			continue
+			return
 		}
 		if ls := live[f.ids.mapOf(id)]; ls != nil {
 			if order := ls.order(f.ids.offset(id)); len(order) > 0 {
 				f.orders.set(id, order)
 			}
 		}
-	}
+	})
 }
 
 // releaseGroup frees a group's identifier and forgets its order.
@@ -188,6 +188,6 @@ func (w *written) add(d *desiredTable) {
 		}
 	}
 	for _, c := range d.chains {
-		w.rules[c.Name] = len(c.Rules)
+		w.rules.set(c.Name, len(c.Rules))
 	}
 }

@@ -217,7 +217,7 @@ func (c *chunker) keep(o *portObjects) []*ruleset.Chain {
 		case live == nil || live == untagged || rendered == nil:
 			c.tx.FlushChain(ch.Name)
 		case live.Print == rendered.Print:
-			c.w.rules[ch.Name] = len(ch.Rules)
+			c.w.rules.set(ch.Name, len(ch.Rules))
 			c.kept++
 			continue
 		default:
@@ -231,7 +231,7 @@ func (c *chunker) keep(o *portObjects) []*ruleset.Chain {
 // wantedChain and wantedSet tell whether this sync writes the named
 // chain or set (in a chunk written or the one staged).
 func (c *chunker) wantedChain(name string) bool {
-	_, ok := c.w.rules[name]
+	_, ok := c.w.rules.get(name)
 	return ok || slices.ContainsFunc(c.d.chains, func(ch *ruleset.Chain) bool { return ch.Name == name })
 }
 

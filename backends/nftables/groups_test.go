@@ -118,3 +118,33 @@ func TestGroupsPerMapAimsAtTargetMaps(t *testing.T) {
 		}
 	}
 }
+
+// A group whose first hash another group holds is kept exactly: both
+// keep their identifiers through lookups and releases.
+func TestGroupTableCollision(t *testing.T) {
+	a := groupKey{name: proxier.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}, Port: "p", Protocol: v1.ProtocolTCP}}
+	b := groupKey{name: a.name, local: true}
+	tbl := newGroupTable(0)
+	tbl.set(a, 1)
+	// Give b's first hash to a slot of another key (what a collision is).
+	hb, cb := groupHashes(b)
+	tbl.byHash[hb] = groupSlot{id: 7, check: cb + 1}
+	tbl.set(b, 2)
+	if len(tbl.exact) != 1 {
+		t.Fatalf("the colliding key went to the hashed map: %+v", tbl)
+	}
+	for k, want := range map[groupKey]uint32{a: 1, b: 2} {
+		if id, ok := tbl.get(k); !ok || id != want {
+			t.Errorf("get(%v) = %d, %v; want %d", k, id, ok, want)
+		}
+	}
+	tbl.del(b)
+	if _, ok := tbl.get(b); ok || tbl.byHash[hb].id != 7 {
+		t.Errorf("deleting the colliding key: %+v", tbl)
+	}
+	var ids []uint32
+	tbl.all(func(id uint32) { ids = append(ids, id) })
+	if slices.Sort(ids); !slices.Equal(ids, []uint32{1, 7}) {
+		t.Errorf("all = %v, want [1 7]", ids)
+	}
+}

@@ -176,12 +176,12 @@ func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *d
 		if c.cur != nil {
 			f.orders.merge(c.cur.orders)
 			for _, ch := range c.cur.chains {
-				f.w.rules[ch.Name] = len(ch.Rules)
+				f.w.rules.set(ch.Name, len(ch.Rules))
 			}
 		}
 	}
 	for _, name := range removed {
-		delete(f.w.rules, name)
+		f.w.rules.del(name)
 	}
 	for _, name := range gone {
 		delete(f.w.sets, name)

@@ -42,11 +42,23 @@ func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 // mismatch names the first difference between the counts and what was
 // written, or "".
 func (f *familySync) mismatch(c TableCounts) string {
-	for _, name := range slices.Sorted(maps.Keys(f.w.rules)) {
-		n := f.w.rules[name]
-		if got, ok := c.Rules[name]; !ok || got != n {
-			return fmt.Sprintf("chain %s has %d rules, %d written", name, got, n)
+	found, first := 0, ""
+	for name, got := range c.Rules {
+		n, ok := f.w.rules.get(name)
+		if !ok {
+			continue
 		}
+		found++
+		if got != n && (first == "" || name < first) {
+			first = name
+		}
+	}
+	if first != "" {
+		n, _ := f.w.rules.get(first)
+		return fmt.Sprintf("chain %s has %d rules, %d written", first, c.Rules[first], n)
+	}
+	if found < len(f.w.rules) {
+		return fmt.Sprintf("%d of the %d chains written are gone", len(f.w.rules)-found, len(f.w.rules))
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.w.counts)) {
 		if got, n := c.Elements[name], f.w.counts[name]; got != n {
