@@ -143,7 +143,7 @@ func unseedBackground(t *testing.T, cs kubernetes.Interface, seeder *framework.S
 	if err := waitIPAddresses(ctx, cs, ns, 0); err != nil {
 		t.Error(err)
 	}
-	t.Logf("deleted %d keys of %s from etcd in %s (%s of it waiting for the apiserver's repair loop)", deleted, ns, secs(time.Since(start)), secs(seeder.Waited-waited))
+	t.Logf("deleted %d keys of %s from etcd in %s (%s of it waiting for the apiserver's repair loop; %d waits ended with it idle)", deleted, ns, secs(time.Since(start)), secs(seeder.Waited-waited), seeder.Stalls)
 }
 
 // ipAddressesOf counts the IPAddresses the API lists for Services in ns.

@@ -31,6 +31,10 @@ const DefaultSeedChunk = 2000
 // seedPaceTimeout bounds one wait for the repair loop.
 const seedPaceTimeout = 2 * time.Minute
 
+// seedStall is how long the repair loop's queue may stay empty, its adds
+// unchanged, before a paced write stops waiting for the adds it expected.
+const seedStall = 10 * time.Second
+
 // ServiceSeeder writes ClusterIP Services and their EndpointSlices straight
 // into a kube-apiserver's etcd, and deletes them there, paced so that the
 // apiserver's own informers keep up: a chunk's IPAddresses, then a wait
@@ -50,6 +54,9 @@ type ServiceSeeder struct {
 	Chunk  int                  // Services per chunk; DefaultSeedChunk if 0
 	// Waited adds up the time spent waiting for the repair loop.
 	Waited time.Duration
+	// Stalls counts the waits that ended with the repair loop idle before
+	// it had counted every key written (see seedStall).
+	Stalls int
 }
 
 // BuildFunc returns the i-th Service to seed (ClusterIP, without an
@@ -181,13 +188,24 @@ func (s *ServiceSeeder) paced(ctx context.Context, queue string, n int, write fu
 	// A failed scrape (a busy apiserver) is retried until the timeout;
 	// the figures reported are the last ones read.
 	adds, depth, last := before, 0.0, error(nil)
+	moved := time.Now() // when adds last changed
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, seedPaceTimeout, true, func(ctx context.Context) (bool, error) {
 		a, d, err := s.repairQueue(ctx, queue)
 		if err != nil {
 			last = err
 			return false, nil
 		}
+		if a != adds {
+			moved = time.Now()
+		}
 		adds, depth = a, d
+		if depth == 0 && adds < before+float64(n) && time.Since(moved) > seedStall {
+			// Idle, with fewer keys than written: its informers saw the
+			// writes some other way (a relist coalesces them). Nothing is
+			// left for it to do.
+			s.Stalls++
+			return true, nil
+		}
 		return adds >= before+float64(n) && depth == 0, nil
 	})
 	if err != nil {
