@@ -75,9 +75,9 @@ func (f *familySync) full(ctx context.Context, conn Conn, st *proxier.State) (sy
 // what it renders, and the tags of the chains the verdict maps go to
 // (see ruleset.ChainTag). A set that cannot be read is logged and written
 // whole.
-func (f *familySync) readLive(ctx context.Context, conn Conn, existingSets []string) (map[string]*ruleset.ChainTag, map[string]*liveSet) {
+func (f *familySync) readLive(ctx context.Context, conn Conn, existingSets []string) (chainTags, map[string]*liveSet) {
 	sets := f.readSets(ctx, conn, existingSets)
-	chains := map[string]*ruleset.ChainTag{}
+	chains := chainTags{}
 	for _, name := range []string{setServiceIPs, setServiceNodePorts, setFirewallIPs} {
 		if ls := sets[name]; ls != nil {
 			ls.tags(chains)
@@ -96,7 +96,7 @@ func (f *familySync) readLive(ctx context.Context, conn Conn, existingSets []str
 // identifiers freed by deletions since the last full sync leave no empty
 // maps behind, and the maps' width (perMap) follows the number of groups.
 // Each group keeps its endpoint order.
-func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName, live map[string]*ruleset.ChainTag) {
+func (f *familySync) allocateGroups(st *proxier.State, names []proxier.ServicePortName, live chainTags) {
 	each := func(fn func(groupKey)) {
 		for _, name := range names {
 			for _, k := range f.fc.groupsOf(st.Services[name]) {

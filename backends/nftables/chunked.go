@@ -52,7 +52,7 @@ type chunkPlan struct {
 	// kept are the tags of the live table's chains: when set, a service
 	// port's chain whose tag's print is the render's is left as it is,
 	// and only the others are flushed and written again.
-	kept map[string]*ruleset.ChainTag
+	kept chainTags
 	// elements are the live table's sets read back: a set here is not
 	// flushed; only the elements that differ are written (liveSet.diff).
 	elements map[string]*liveSet
@@ -211,7 +211,7 @@ func (c *chunker) keep(o *portObjects) []*ruleset.Chain {
 	}
 	out := o.chains[:0:0]
 	for _, ch := range o.chains {
-		live, rendered := c.plan.kept[ch.Name], o.tags[ch.Name]
+		live, rendered := c.plan.kept.get(ch.Name), o.tags[ch.Name]
 		switch {
 		case !c.existing[ch.Name]: // new
 		case live == nil || live == untagged || rendered == nil:

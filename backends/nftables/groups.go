@@ -168,7 +168,7 @@ func (t groupTable) all(f func(uint32)) {
 // the chains written with them then stay as they are. Groups the table
 // does not name get the lowest free identifiers. Nil when nothing can be
 // adopted: the groups are then numbered afresh.
-func adoptGroups(each func(func(groupKey)), n int, live map[string]*ruleset.ChainTag, want uint32) *groupIDs {
+func adoptGroups(each func(func(groupKey)), n int, live chainTags, want uint32) *groupIDs {
 	if len(live) == 0 {
 		return nil
 	}
@@ -207,14 +207,14 @@ func adoptGroups(each func(func(groupKey)), n int, live map[string]*ruleset.Chai
 // liveGroups finds, for each group in order, the group the live tags of
 // its port's chains name for it (Width zero when none). A port's groups
 // come one after the other, so its chains are named once.
-func liveGroups(each func(func(groupKey)), n int, live map[string]*ruleset.ChainTag) []ruleset.GroupRef {
+func liveGroups(each func(func(groupKey)), n int, live chainTags) []ruleset.GroupRef {
 	refs := make([]ruleset.GroupRef, 0, n)
 	var port proxier.ServicePortName
 	var tags [2]*ruleset.ChainTag
 	each(func(k groupKey) {
 		if len(refs) == 0 || k.name != port {
 			chains := chainsOf(k.name)
-			port, tags = k.name, [2]*ruleset.ChainTag{live[chains.service], live[chains.external]}
+			port, tags = k.name, [2]*ruleset.ChainTag{live.get(chains.service), live.get(chains.external)}
 		}
 		refs = append(refs, groupIn(tags, k.local))
 	})

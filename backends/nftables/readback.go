@@ -22,7 +22,7 @@ type liveSet struct {
 	// chains are the tags a verdict map's elements carry, by the chain
 	// they go to; untagged marks a chain two elements disagree on or one
 	// without a tag.
-	chains map[string]*ruleset.ChainTag
+	chains chainTags
 	// exact holds a plain set's or map's elements: packed key -> data
 	// print.
 	exact map[ruleset.PackedKey]uint64
@@ -124,26 +124,41 @@ var untagged = &ruleset.ChainTag{}
 // addTag records the tag an element carries for the chain it goes to.
 func (ls *liveSet) addTag(chain string, t *ruleset.ChainTag) {
 	if ls.chains == nil {
-		ls.chains = map[string]*ruleset.ChainTag{}
+		ls.chains = chainTags{}
 	}
-	if t == nil {
-		t = untagged
-	}
-	if have, ok := ls.chains[chain]; ok && !have.Equal(t) {
-		t = untagged
-	}
-	ls.chains[chain] = t
+	ls.chains.merge(chainHash(chain), t)
 }
 
 // tags merges the set's chain tags into out (a chain two sets disagree on
 // is untagged).
-func (ls *liveSet) tags(out map[string]*ruleset.ChainTag) {
-	for chain, t := range ls.chains {
-		if have, ok := out[chain]; ok && !have.Equal(t) {
-			t = untagged
-		}
-		out[chain] = t
+func (ls *liveSet) tags(out chainTags) {
+	for h, t := range ls.chains {
+		out.merge(h, t)
 	}
+}
+
+// chainTags are the live table's chain tags by a 64-bit hash of the
+// chain's name (chainHash), not the name: at 44k Services x 2 ports the
+// names read back from the elements would be held through the restart's
+// render. A chain that shares a hash with another can only be rewritten
+// without need (its tag then matches no render), or be taken for a
+// tagged one when it is new, which the table's chain list (exact names)
+// rules out first (chunker.keep).
+type chainTags map[uint64]*ruleset.ChainTag
+
+// get is the tag of the named chain, or nil.
+func (c chainTags) get(name string) *ruleset.ChainTag { return c[chainHash(name)] }
+
+// merge records t (nil: none) for the chain of hash h; a chain given two
+// different tags is untagged.
+func (c chainTags) merge(h uint64, t *ruleset.ChainTag) {
+	if t == nil {
+		t = untagged
+	}
+	if have, ok := c[h]; ok && !have.Equal(t) {
+		t = untagged
+	}
+	c[h] = t
 }
 
 // endpointOf is an endpoint map element's endpoint.
