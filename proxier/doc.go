@@ -5,7 +5,9 @@
 // current) per object and drop no-ops. The informers' transform converts
 // each Service and EndpointSlice once, on arrival, to a compact form
 // (compact.go) that their caches, the trackers and the State share. A snapshot of the trackers is an
-// immutable State plus a Diff naming what changed since the last sync. The
+// State (the trackers' maps, updated in place by the next snapshot) plus a
+// Diff naming what changed since the last sync and what the last sync saw
+// of it (Diff.Previous). The
 // shared, pure endpoint selection (SelectEndpoints) decides which endpoints
 // each kind of traffic may reach, so every backend has the same semantics.
 // Local-traffic detection (kube-proxy's --detect-local-mode) is one

@@ -68,7 +68,7 @@
 // service port's chain is left alone when the tag its verdict-map
 // elements carry (the print of its rules, its endpoint groups) matches
 // the render. A partial sync renders only the changed ports, as
-// they were (from the previous State) and as they are, and writes the
+// they were (proxier.Diff.Previous) and as they are, and writes the
 // difference. A periodic sync is free when the ruleset generation is
 // unchanged since our last commit; otherwise it counts rules per chain
 // and elements per set and rewrites the table if they differ. A rejected

@@ -11,7 +11,8 @@ import (
 )
 
 // portChange is one changed service port: what was written for it
-// (rendered again from the previous State) and what is wanted now.
+// (rendered again from what the last sync saw, proxier.Diff.Previous)
+// and what is wanted now.
 type portChange struct {
 	name      proxier.ServicePortName
 	old, cur  *portObjects // nil: nothing in this family
