@@ -177,22 +177,22 @@ func TestFlowTable(t *testing.T) {
 // traffic to external destinations of externalTrafficPolicy Local ports
 // to the internal socket.
 func TestFlowTableByDetector(t *testing.T) {
-	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		env := flowBackend(t, node)
-		env.sync(t, state)
-		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
-	}, remotePodIsExternal)
+	flowtest.RunDetectors(t, syncedFlowModel, remotePodIsExternal)
 }
 
 // TestFlowTableShapes runs the table on single-stack IPv4, single-stack
 // IPv6 and dual-stack nodes, with every detector ("none" being a node
 // without any cluster CIDR): sockets and rules per family programmed.
 func TestFlowTableShapes(t *testing.T) {
-	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		env := flowBackend(t, node)
-		env.sync(t, state)
-		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
-	}, remotePodIsExternal)
+	flowtest.RunShapes(t, syncedFlowModel, remotePodIsExternal)
+}
+
+// syncedFlowModel is the model of a backend built as node asks and
+// synced with state.
+func syncedFlowModel(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+	env := flowBackend(t, node)
+	env.sync(t, state)
+	return newFlowModel(t, env.b, env.fake, node.NodeIPs)
 }
 
 // remotePodIsExternal: the userspace mode narrows a source-CIDR detector
