@@ -19,7 +19,8 @@ const ipvsDummy = "kube-ipvs0"
 
 // testIPVSListing: a service's cluster IP is a TCP and a UDP virtual server
 // (scheduler rr, the default) with every pod as a masqueraded real server
-// of weight 1, and the address is bound to kube-ipvs0; in each family.
+// of weight 1, the address is bound to kube-ipvs0 and its ports are in the
+// family's cluster-IP ipset; in each family.
 func testIPVSListing(t *testing.T, m *modeEnv) {
 	svc := m.EchoService(t, "ipvs-listing", m.Topo.Pods...)
 	m.eachFamily(t, func(t *testing.T, f famView) {
@@ -60,7 +61,25 @@ func testIPVSListing(t *testing.T, m *modeEnv) {
 		if addrs := nodeCommand(t, m, "ip", "-o", "addr", "show", "dev", ipvsDummy); !strings.Contains(addrs, " "+ip+bits) {
 			t.Errorf("%s does not carry the cluster IP %s:\n%s", ipvsDummy, ip, addrs)
 		}
+		checkClusterIPSet(t, f, ip)
 	})
+}
+
+// checkClusterIPSet: the family's KUBE-CLUSTER-IP set (KUBE-6-CLUSTER-IP
+// for IPv6, of family inet6), which the masquerade rules match, holds
+// the service's cluster IP with each of its ports.
+func checkClusterIPSet(t *testing.T, f famView, ip string) {
+	t.Helper()
+	set, family := "KUBE-CLUSTER-IP", "family inet "
+	if f.is6() {
+		set, family = "KUBE-6-CLUSTER-IP", "family inet6 "
+	}
+	out := nodeCommand(t, f.modeEnv, "ipset", "list", set)
+	for _, want := range []string{family, "\n" + ip + ",tcp:80", "\n" + ip + ",udp:80"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ipset list %s has no %q:\n%s", set, strings.TrimSpace(want), out)
+		}
+	}
 }
 
 // sameReals compares real servers regardless of order.
