@@ -15,16 +15,12 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
-func flowBackend(t *testing.T, fake *nfttest.Fake, node flowtest.NodeConfig) *nftables.Backend {
-	t.Helper()
-	return dualStackBackend(t, fake, node)
-}
-
-// dualStackBackend is the flow fixture's backend over any conn.
-func dualStackBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig) *nftables.Backend {
+// flowBackend is the backend a flow fixture's node asks for (its
+// families, detector and masquerade-all) over any conn.
+func flowBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
 	b, err := nftables.New(nftables.Config{
-		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
+		Families:      node.Families,
 		LocalDetector: node.LocalDetector,
 		MasqueradeAll: node.MasqueradeAll,
 		Conn:          conn,
@@ -78,6 +74,18 @@ func TestFlowTable(t *testing.T) {
 // decide masquerading and the pod short-circuit.
 func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		fake := nfttest.NewFake()
+		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	})
+}
+
+// TestFlowTableShapes runs the table on single-stack IPv4, single-stack
+// IPv6 and dual-stack nodes, with every detector ("none" being a node
+// without any cluster CIDR): a table per family programmed, none for the
+// other, whose addresses of dual-stack Services go untouched.
+func TestFlowTableShapes(t *testing.T) {
+	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		fake := nfttest.NewFake()
 		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
