@@ -246,13 +246,36 @@ func flushKernel(t *testing.T, env *framework.Env) {
 func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout time.Duration) (float64, bool) {
 	var v float64
 	err := framework.WaitFor(timeout, func() (bool, error) {
-		var err error
-		// One family: kube-proxy exports a sample per family and sums
-		// would mean nothing.
-		v, err = d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": "IPv4"})
-		return err == nil && v > after, nil
+		var done bool
+		v, done = syncedAfter(t, d, after)
+		return done, nil
 	})
 	return v, err == nil
+}
+
+// syncedAfter reads the last sync's time of each family the proxy
+// exports (kube-proxy a sample per family; sums would mean nothing). The
+// first sync (after 0) is done when every family has synced; a change is
+// applied when a family synced after it: kube-proxy's dual-stack proxy
+// syncs only the family a slice belongs to, switchyard both in one sync.
+func syncedAfter(t *testing.T, d *framework.Daemon, after float64) (float64, bool) {
+	var last float64
+	synced, families := 0, 0
+	for _, f := range []string{"IPv4", "IPv6"} {
+		v, err := d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": f})
+		if err != nil {
+			continue // the family is not served
+		}
+		families++
+		if v > after {
+			synced++
+			last = max(last, v)
+		}
+	}
+	if after == 0 {
+		return last, families > 0 && synced == families
+	}
+	return last, synced > 0
 }
 
 // scaleChange replaces endpoint 0 of background service i by an address

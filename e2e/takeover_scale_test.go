@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -122,7 +123,8 @@ func backgroundSliceName(i int, f corev1.IPFamily) string {
 // or fd00:band::/32), unique for (hi mod 250, lo mod 250); no pod has it.
 func backgroundAddr(f corev1.IPFamily, band, hi, lo int) string {
 	if f == corev1.IPv6Protocol {
-		return fmt.Sprintf("fd00:%d::%x:%x", band, hi%250, lo%250+1)
+		// The API takes IPv6 addresses in canonical form only.
+		return netip.MustParseAddr(fmt.Sprintf("fd00:%d::%x:%x", band, hi%250, lo%250+1)).String()
 	}
 	return fmt.Sprintf("10.%d.%d.%d", band, hi%250, lo%250+1)
 }
