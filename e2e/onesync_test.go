@@ -31,7 +31,7 @@ func testServiceAndSliceOneSync(t *testing.T, m *modeEnv) {
 		t.Skip("ipvs runs only in the emulated VM, where the event path is slower than the holdoff")
 	}
 	waitIdle(t, m)
-	before := metric(t, m.daemon, syncCount)
+	before := primaryMetric(t, m.daemon, syncCount)
 	offset := m.daemon.LogSize()
 	svc := m.EchoService(t, "onesync", m.Topo.Pods[:1]...)
 	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(svc.Spec.ClusterIP, 80), podNames(m.Topo.Pods[:1]), true)
@@ -44,7 +44,7 @@ func testServiceAndSliceOneSync(t *testing.T, m *modeEnv) {
 	if err != nil {
 		t.Fatalf("no sync logged after the Service was created: %v\n%s", err, m.daemon.LogTail(20))
 	}
-	syncs := metric(t, m.daemon, syncCount) - before
+	syncs := primaryMetric(t, m.daemon, syncCount) - before
 	if syncs != 1 || len(lines) != 1 {
 		t.Fatalf("Service and EndpointSlice took %v syncs (%d logged), want 1:\n%s", syncs, len(lines), joinMatches(lines))
 	}
@@ -63,13 +63,24 @@ func waitIdle(t *testing.T, m *modeEnv) {
 	err := framework.WaitFor(converge, func() (bool, error) {
 		pending := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_service_changes_pending") +
 			metric(t, m.daemon, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
-		synced := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
-		queued := metric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+		synced := primaryMetric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+		queued := primaryMetric(t, m.daemon, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
 		return pending == 0 && synced >= queued, nil
 	})
 	if err != nil {
 		t.Fatalf("daemon never idle: %v", err)
 	}
+}
+
+// primaryMetric is a family-labelled metric's IPv4 series: a dual-stack
+// daemon records each sync once per family, as kube-proxy does.
+func primaryMetric(t *testing.T, d *framework.Daemon, name string) float64 {
+	t.Helper()
+	v, err := d.MetricValue(t.Context(), name, map[string]string{"ip_family": "IPv4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func joinMatches(lines [][]string) string {

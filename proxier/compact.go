@@ -55,11 +55,15 @@ type slicePort struct {
 }
 
 // newServiceInfo converts a Service to its compact form, skipping with a
-// log line and a call to invalid what cannot be programmed.
-func newServiceInfo(svc *v1.Service, invalid InvalidFunc) *serviceInfo {
+// log line and a call to invalid what cannot be programmed. A Service of
+// a family the node does not program (families) has no ports.
+func newServiceInfo(svc *v1.Service, invalid InvalidFunc, families *familyFilter) *serviceInfo {
 	info := &serviceInfo{
 		name:            types.NamespacedName{Namespace: intern(svc.Namespace), Name: svc.Name},
 		resourceVersion: svc.ResourceVersion,
+	}
+	if families.skipsService(svc) {
+		return info
 	}
 	ports := ServicePortsFromService(svc, invalid)
 	if len(ports) > 0 {
@@ -74,7 +78,7 @@ func newServiceInfo(svc *v1.Service, invalid InvalidFunc) *serviceInfo {
 
 // newSliceInfo converts an EndpointSlice of the node nodeName (which
 // decides Endpoint.IsLocal) to its compact form.
-func newSliceInfo(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceInfo {
+func newSliceInfo(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc, families *familyFilter) *sliceInfo {
 	info := &sliceInfo{
 		namespace:       intern(s.Namespace),
 		name:            s.Name,
@@ -86,6 +90,9 @@ func newSliceInfo(s *discovery.EndpointSlice, nodeName string, topologies *topol
 	}
 	info.service = svc.Name
 	info.trigger, _ = triggerTime(s)
+	if families.skipsSlice(s) {
+		return info // of a family the node does not program: no endpoints
+	}
 	conv := convertSlice(s, nodeName, topologies, invalid)
 	info.ports, info.endpoints = conv.ports, conv.endpoints
 	return info

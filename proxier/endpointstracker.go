@@ -22,8 +22,11 @@ import (
 // Several slices per Service are merged and duplicates across slices
 // collapse to one endpoint.
 type EndpointsChangeTracker struct {
-	nodeName   string
-	invalid    InvalidFunc
+	nodeName string
+	invalid  InvalidFunc
+	// families skips slices of families the node does not program (nil:
+	// none skipped).
+	families   *familyFilter
 	topologies *topologyInterner
 
 	mu sync.Mutex
@@ -86,7 +89,7 @@ func (t *EndpointsChangeTracker) Update(s *discovery.EndpointSlice, removed bool
 
 // convert returns the compact form of a slice.
 func (t *EndpointsChangeTracker) convert(s *discovery.EndpointSlice) *sliceInfo {
-	return newSliceInfo(s, t.nodeName, t.topologies, t.invalid)
+	return newSliceInfo(s, t.nodeName, t.topologies, t.invalid, t.families)
 }
 
 // update is Update for a slice's compact form, as the informer hands it out.

@@ -55,7 +55,7 @@ func (p *Proxier) serviceInfoOf(obj any) *serviceInfo {
 		return s
 	case *v1.Service:
 		if s != nil {
-			return newServiceInfo(s, p.snap.Services.invalid)
+			return p.snap.Services.convert(s)
 		}
 	}
 	return nil

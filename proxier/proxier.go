@@ -101,6 +101,7 @@ func New(client kubeapi.Client, backend Backend, cfg Config, m *metrics.Metrics,
 	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
+	p.snap.SetFamilies(cfg.Families, p.recordSkippedFamily)
 	if cfg.Holdoff == 0 {
 		cfg.Holdoff = DefaultHoldoff
 	}
@@ -117,6 +118,12 @@ func (p *Proxier) Snapshotter() *Snapshotter { return p.snap }
 func (p *Proxier) recordInvalid(kind, reason string) {
 	if p.metrics != nil {
 		p.metrics.InvalidObjectsTotal.WithLabelValues(kind, reason).Inc()
+	}
+}
+
+func (p *Proxier) recordSkippedFamily(kind string, family v1.IPFamily) {
+	if p.metrics != nil {
+		p.metrics.SkippedFamilyObjectsTotal.WithLabelValues(kind, metrics.Family(family)).Inc()
 	}
 }
 

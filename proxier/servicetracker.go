@@ -17,6 +17,9 @@ import (
 // returns a Service to what was applied is dropped.
 type ServiceChangeTracker struct {
 	invalid InvalidFunc
+	// families skips Services of families the node does not program
+	// (nil: none skipped).
+	families *familyFilter
 
 	mu sync.Mutex
 	// applied holds each Service's ports as last applied: the compact
@@ -59,9 +62,14 @@ func (t *ServiceChangeTracker) Update(old, cur *v1.Service) bool {
 		o = &serviceInfo{name: types.NamespacedName{Namespace: old.Namespace, Name: old.Name}}
 	}
 	if cur != nil {
-		c = newServiceInfo(cur, t.invalid)
+		c = t.convert(cur)
 	}
 	return t.update(o, c)
+}
+
+// convert returns the compact form of a Service.
+func (t *ServiceChangeTracker) convert(svc *v1.Service) *serviceInfo {
+	return newServiceInfo(svc, t.invalid, t.families)
 }
 
 // update is Update for the compact forms the informer hands out.

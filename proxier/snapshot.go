@@ -28,6 +28,15 @@ func NewSnapshotter(nodeName string, invalid InvalidFunc) *Snapshotter {
 	}
 }
 
+// SetFamilies makes the trackers skip the Services and EndpointSlices of
+// IP families other than families, telling skipped about each. Call it
+// before the first update; without it nothing is skipped.
+func (s *Snapshotter) SetFamilies(families []v1.IPFamily, skipped SkippedFamilyFunc) {
+	f := newFamilyFilter(families, skipped)
+	s.Services.families = f
+	s.Endpoints.families = f
+}
+
 // UpdateNode records the node's labels, addresses and pod CIDRs. A change of the zone,
 // addresses or pod CIDRs changes endpoint selection and rules for every service, so
 // the next snapshot asks for a full sync. It reports whether it changed.

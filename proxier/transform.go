@@ -19,7 +19,7 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 func (s *Snapshotter) compact(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *v1.Service:
-		return newServiceInfo(o, s.Services.invalid), nil
+		return s.Services.convert(o), nil
 	case *discovery.EndpointSlice:
 		return s.Endpoints.convert(o), nil
 	case *serviceInfo, *sliceInfo:

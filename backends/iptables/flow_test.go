@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -15,7 +13,7 @@ import (
 // flowConfig builds the backend the way flowtest.Fixture's node expects.
 func flowConfig(node flowtest.NodeConfig) func(*Config) {
 	return func(c *Config) {
-		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		c.Families = node.Families
 		c.LocalDetector = node.LocalDetector
 		c.MasqueradeAll = node.MasqueradeAll
 	}
@@ -36,6 +34,18 @@ func TestFlowTable(t *testing.T) {
 // the pod short-circuit.
 func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		fake := iptablestest.NewFake()
+		mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
+		return iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	})
+}
+
+// TestFlowTableShapes runs the table on single-stack IPv4, single-stack
+// IPv6 and dual-stack nodes (with every detector, "none" being a node
+// without any cluster CIDR): each family in ip(6)tables of its own, the
+// other family's addresses of a dual-stack Service left alone.
+func TestFlowTableShapes(t *testing.T) {
+	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		fake := iptablestest.NewFake()
 		mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
 		return iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}

@@ -34,6 +34,29 @@ func TestPacketFlows(t *testing.T) {
 	flowtest.Untouched(t, state)
 }
 
+// TestPacketFlowsShapes runs the table on single-stack IPv4, single-stack
+// IPv6 and dual-stack nodes, with every detector ("none" being a node
+// without any cluster CIDR).
+func TestPacketFlowsShapes(t *testing.T) {
+	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		k := ipvstest.NewKernel()
+		b, err := ipvs.New(ipvs.Config{Kernel: k.Kernel, Families: node.Families,
+			LocalDetector: node.LocalDetector, MasqueradeAll: node.MasqueradeAll})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if _, err := b.Sync(context.Background(), state, nil); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		return k.FlowModel(node.NodeIPs)
+	}, nodeMasqueradedWithoutDetector)
+}
+
+// nodeMasqueradedWithoutDetector is ipvs mode's departure from the table.
+var nodeMasqueradedWithoutDetector = flowtest.Deviation{Variant: "none", Case: "node to cluster IP is masqueraded",
+	Expect: flowtest.Expect{Endpoints: []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.2.4:8080"}, Masquerade: true, MasqChecked: true},
+	Why:    "without a detector the node's own traffic to cluster IPs is masqueraded (kube-proxy: only with a VIP source)"}
+
 // TestPacketFlowsByDetector runs the table once per local-traffic
 // detector: the companion rules' "-s CIDR", "-i cbr0" or "-i cali+"
 // decide masquerading and which traffic takes the internal fwmark
@@ -50,7 +73,5 @@ func TestPacketFlowsByDetector(t *testing.T) {
 			t.Fatalf("Sync: %v", err)
 		}
 		return k.FlowModel(node.NodeIPs)
-	}, flowtest.Deviation{Variant: "none", Case: "node to cluster IP is masqueraded",
-		Expect: flowtest.Expect{Endpoints: []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.2.4:8080"}, Masquerade: true, MasqChecked: true},
-		Why:    "without a detector the node's own traffic to cluster IPs is masqueraded (kube-proxy: only with a VIP source)"})
+	}, nodeMasqueradedWithoutDetector)
 }

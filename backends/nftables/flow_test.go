@@ -17,7 +17,16 @@ import (
 
 func flowBackend(t *testing.T, fake *nfttest.Fake, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
-	return dualStackBackend(t, fake, node)
+	b, err := nftables.New(nftables.Config{
+		Families:      node.Families,
+		LocalDetector: node.LocalDetector,
+		MasqueradeAll: node.MasqueradeAll,
+		Conn:          fake,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // dualStackBackend is the flow fixture's backend over any conn.
@@ -78,6 +87,18 @@ func TestFlowTable(t *testing.T) {
 // decide masquerading and the pod short-circuit.
 func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		fake := nfttest.NewFake()
+		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
+		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	})
+}
+
+// TestFlowTableShapes runs the table on single-stack IPv4, single-stack
+// IPv6 and dual-stack nodes, with every detector ("none" being a node
+// without any cluster CIDR): a table per family programmed, none for the
+// other, whose addresses of dual-stack Services go untouched.
+func TestFlowTableShapes(t *testing.T) {
+	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		fake := nfttest.NewFake()
 		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}

@@ -38,12 +38,13 @@ type flowModel struct {
 	mark    uint32
 	b       *Backend
 	traced  map[runner.Family]*iptablestest.Fake
+	raw     *iptablestest.Fake
 	nodeIPs []netip.Addr
 }
 
 func newFlowModel(t *testing.T, b *Backend, fake *iptablestest.Fake, nodeIPs []netip.Addr) *flowModel {
 	t.Helper()
-	m := &flowModel{b: b, traced: map[runner.Family]*iptablestest.Fake{}, nodeIPs: nodeIPs, mark: b.cfg.mark()}
+	m := &flowModel{b: b, raw: fake, traced: map[runner.Family]*iptablestest.Fake{}, nodeIPs: nodeIPs, mark: b.cfg.mark()}
 	for _, ip := range nodeIPs {
 		fam := runnerFamily(familyOf(ip))
 		traced, err := redirectAsDNAT(fake, fam, ip)
@@ -74,7 +75,13 @@ func redirectAsDNAT(fake *iptablestest.Fake, fam runner.Family, nodeIP netip.Add
 
 func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	fam := runnerFamily(familyOf(p.DstIP))
-	res, err := m.traced[fam].Trace(fam, iptablestest.Packet{
+	traced := m.traced[fam]
+	if traced == nil {
+		// No node IP of the family: the node does not program it, and
+		// the backend's own rules of that family are traced unchanged.
+		traced = m.raw
+	}
+	res, err := traced.Trace(fam, iptablestest.Packet{
 		SrcIP: p.SrcIP, DstIP: p.DstIP, DstPort: p.DstPort, SrcPort: 40000,
 		Protocol: strings.ToLower(string(p.Protocol)), Local: p.SrcLocal, NodeIPs: m.nodeIPs, Mark: m.markFor(p),
 		InInterface: p.InInterface,
@@ -144,7 +151,7 @@ func (m *flowModel) socketAt(fam v1.IPFamily, port uint16) *balancer {
 
 func flowBackend(t *testing.T, node flowtest.NodeConfig) *testEnv {
 	return newTestEnv(t, func(c *Config) {
-		c.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		c.Families = node.Families
 		c.NodeIPs = node.NodeIPs
 		c.LocalDetector = node.LocalDetector
 	})
@@ -166,6 +173,17 @@ func TestFlowTable(t *testing.T) {
 // to the internal socket.
 func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+		env := flowBackend(t, node)
+		env.sync(t, state)
+		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
+	}, remotePodIsExternal)
+}
+
+// TestFlowTableShapes runs the table on single-stack IPv4, single-stack
+// IPv6 and dual-stack nodes, with every detector ("none" being a node
+// without any cluster CIDR): sockets and rules per family programmed.
+func TestFlowTableShapes(t *testing.T) {
+	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		env := flowBackend(t, node)
 		env.sync(t, state)
 		return newFlowModel(t, env.b, env.fake, node.NodeIPs)

@@ -139,6 +139,7 @@ func FixtureFor(v Variant) (*proxier.State, NodeConfig) {
 		NodeName:      thisNode,
 		NodeIPs:       addrs(nodeIPv4, nodeIPv6),
 		LocalDetector: v.Local,
+		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
 	}
 }
 

@@ -113,6 +113,11 @@ func (m *Metrics) initSwitchyard() {
 		Name:      "invalid_objects_total",
 		Help:      "Services, EndpointSlices and endpoints skipped because they are malformed",
 	}, []string{"kind", "reason"})
+	m.SkippedFamilyObjectsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: switchyardNamespace,
+		Name:      "skipped_family_objects_total",
+		Help:      "Services and EndpointSlices skipped because this node does not program their IP family",
+	}, []string{"kind", LabelIPFamily})
 	m.SyncErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: switchyardNamespace,
 		Name:      "sync_errors_total",

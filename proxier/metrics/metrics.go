@@ -94,6 +94,10 @@ type Metrics struct {
 	// skipped as malformed, by kind and reason
 	// (switchyard_invalid_objects_total).
 	InvalidObjectsTotal *prometheus.CounterVec
+	// SkippedFamilyObjectsTotal counts Services and EndpointSlices skipped
+	// because the node does not program their IP family, by kind and
+	// family (switchyard_skipped_family_objects_total).
+	SkippedFamilyObjectsTotal *prometheus.CounterVec
 	// SyncErrorsTotal counts failed backend syncs, by backend name
 	// (switchyard_sync_errors_total).
 	SyncErrorsTotal *prometheus.CounterVec
@@ -139,6 +143,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.ConntrackReconcilerSyncLatency,
 		m.ConntrackReconcilerDeletedEntriesTotal,
 		m.InvalidObjectsTotal,
+		m.SkippedFamilyObjectsTotal,
 		m.SyncErrorsTotal,
 	}
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +49,7 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 	bit := int32(o.MasqueradeBit)
 	return ipvs.New(ipvs.Config{
 		Kernel:            k,
-		Families:          families(o),
+		Families:          o.Families,
 		Scheduler:         o.IPVS.Scheduler,
 		LocalDetector:     o.LocalDetector,
 		MasqueradeAll:     o.MasqueradeAll,
@@ -84,7 +81,7 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 	}
 	cfg := userspace.Config{
 		Runner:            r,
-		Families:          families(o),
+		Families:          o.Families,
 		LocalDetector:     o.LocalDetector,
 		NodePortAddresses: o.NodePortAddresses,
 		UDPIdleTimeout:    o.UDPIdleTimeout,
@@ -126,7 +123,7 @@ func udpMaxSessions(flag int) int {
 func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backend, error) {
 	bit := int32(o.MasqueradeBit)
 	return nftables.New(nftables.Config{
-		Families:          families(o),
+		Families:          o.Families,
 		LocalDetector:     o.LocalDetector,
 		MasqueradeAll:     o.MasqueradeAll,
 		MasqueradeBit:     &bit,
@@ -146,7 +143,7 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registere
 	return iptables.New(iptables.Config{
 		NFAcct:              reg != nil && ensureNFAcct(reg),
 		ConntrackTCPLiberal: o.Conntrack.TCPBeLiberal,
-		Families:            families(o),
+		Families:            o.Families,
 		LocalDetector:       o.LocalDetector,
 		MasqueradeAll:       o.MasqueradeAll,
 		MasqueradeBit:       &bit,
@@ -178,26 +175,6 @@ func ensureNFAcct(reg prometheus.Registerer) bool {
 	}
 	reg.MustRegister(nfacct.NewCollector(n))
 	return true
-}
-
-// families is the primary family, plus the other one when a cluster CIDR
-// of that family is configured, or in NodeCIDR mode the node has a pod
-// CIDR of it (dual-stack).
-func families(o *Options) []v1.IPFamily {
-	fams := []v1.IPFamily{primaryFamily(o)}
-	for _, p := range slices.Concat(o.ClusterCIDRs, o.NodePodCIDRs) {
-		if f := familyOfPrefix(p); f != fams[0] {
-			return append(fams, f)
-		}
-	}
-	return fams
-}
-
-func familyOfPrefix(p netip.Prefix) v1.IPFamily {
-	if p.Addr().Is4() {
-		return v1.IPv4Protocol
-	}
-	return v1.IPv6Protocol
 }
 
 // cleanupAll removes what any switchyard mode ever installed and returns
@@ -280,5 +257,5 @@ func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, erro
 	if err != nil {
 		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 	}
-	return append(hooks, conntrack.New(table, conntrack.Config{Families: families(o)}, m)), nil
+	return append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m)), nil
 }

@@ -69,9 +69,9 @@ func waitForPodCIDRs(ctx context.Context, client kubeapi.Client, nodeName string
 // family when it has no CIDR of that family (then cluster-IP traffic is
 // not masqueraded by source and no pod traffic is short-circuited).
 func logLocalDetection(o *Options) {
-	primary := primaryFamily(o)
+	primary := o.PrimaryFamily
 	node := proxier.NodeInfo{PodCIDRs: o.NodePodCIDRs}
-	for _, f := range families(o) {
+	for _, f := range o.Families {
 		m := o.LocalDetector.Match(f, node)
 		klog.V(2).InfoS("Local-traffic detection", "detectLocalMode", o.LocalDetector.Mode, "ipFamily", f, "match", m)
 		if f == primary && !m.IsImplemented() {

@@ -55,6 +55,10 @@ func setupThisNode(o *Options) error {
 // server: with --nodeport-addresses=primary localhost NodePorts are off
 // anyway, so the node's addresses do not matter here.
 func initOnly(o *Options) error {
+	// No Node is read: the primary family is --bind-address's, else IPv4.
+	if err := decideFamilies(o, nil, newRealProbe(o.Mode)); err != nil {
+		return err
+	}
 	if err := setupThisNode(o); err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func initOnly(o *Options) error {
 // NodePort addresses (all addresses, or a prefix holding 127.0.0.1), as in
 // kube-proxy. Call it after --nodeport-addresses=primary is resolved.
 func localhostNodePorts(o *Options) bool {
-	if o.Mode != ModeIPTables || !o.LocalhostNodePorts || !slices.Contains(families(o), v1.IPv4Protocol) {
+	if o.Mode != ModeIPTables || !o.LocalhostNodePorts || !slices.Contains(o.Families, v1.IPv4Protocol) {
 		return false
 	}
 	loopback := netip.MustParseAddr("127.0.0.1")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/switchyard-proxy/switchyard/conntrack"
 	"github.com/switchyard-proxy/switchyard/internal/sysctl"
 )
@@ -34,10 +36,11 @@ func TestLocalhostNodePorts(t *testing.T) {
 		{"loopback not listed", func(o *Options) { o.NodePortAddresses = v4("10.0.0.0/8") }, false},
 		{"only IPv6 listed: IPv4 takes all", func(o *Options) { o.NodePortAddresses = v4("fd00::/8") }, true},
 		{"primary", func(o *Options) { o.NodePortPrimary = true }, false},
-		{"IPv6 single stack", func(o *Options) { o.ClusterCIDRs = v4("fd00:10::/56") }, false},
+		{"IPv6 single stack", func(o *Options) { o.Families = []v1.IPFamily{v1.IPv6Protocol} }, false},
+		{"IPv6 primary, dual-stack", func(o *Options) { o.Families = []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol} }, true},
 	} {
 		o := defaultOptions()
-		o.ClusterCIDRs = v4("10.244.0.0/16")
+		o.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 		tc.edit(o)
 		if got := localhostNodePorts(o); got != tc.want {
 			t.Errorf("%s: localhostNodePorts = %v, want %v", tc.name, got, tc.want)
@@ -112,6 +115,7 @@ func TestSetupNodeLoadsConntrack(t *testing.T) {
 
 func TestSetupNodeDefaults(t *testing.T) {
 	o := defaultOptions()
+	o.Families = []v1.IPFamily{v1.IPv4Protocol}
 	proc, module := freshNamespace()
 	if err := setupNode(o, proc, module, loadedAlready(t)); err != nil {
 		t.Fatal(err)
@@ -141,6 +145,7 @@ func TestSetupNodeNFTablesLeavesRouteLocalnet(t *testing.T) {
 
 func TestSetupNodeErrors(t *testing.T) {
 	o := defaultOptions()
+	o.Families = []v1.IPFamily{v1.IPv4Protocol}
 	proc, module := freshNamespace()
 	proc.ReadOnly["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] = true
 	err := setupNode(o, proc, module, loadedAlready(t))

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
@@ -66,6 +67,11 @@ type Options struct {
 	// (--detect-local-mode and its settings; ClusterCIDR mode uses
 	// ClusterCIDRs).
 	LocalDetector proxier.LocalDetector
+	// PrimaryFamily and Families (primary first) are the IP families the
+	// daemon programs, decided at start as kube-proxy decides them
+	// (decideFamilies), never from the cluster CIDRs.
+	PrimaryFamily v1.IPFamily
+	Families      []v1.IPFamily
 	// NodePodCIDRs are the Node's spec.podCIDRs found at start in NodeCIDR
 	// mode (awaitPodCIDRs); nil otherwise.
 	NodePodCIDRs []netip.Prefix

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -46,13 +45,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := resolveNodePortAddresses(ctx, o, client, nodeName); err != nil {
+	if err := nodeFamilies(ctx, o, client, nodeName); err != nil {
 		return err
 	}
-	if err := awaitPodCIDRs(ctx, o, client, nodeName); err != nil {
-		return err
-	}
-	logLocalDetection(o)
 	if err := setupThisNode(o); err != nil {
 		return err
 	}
@@ -81,7 +76,7 @@ func Run(ctx context.Context, o *Options) error {
 	defer svcHealth.Close()
 	p := proxier.New(client, backend, proxier.Config{
 		NodeName: nodeName, ServiceProxyName: o.ServiceProxyName,
-		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: primaryFamily(o), Families: families(o),
+		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: o.PrimaryFamily, Families: o.Families,
 	}, m, health, svcHealth, hooks...)
 	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
 	return runAll(ctx, o, reg, health, p)
@@ -92,7 +87,7 @@ func Run(ctx context.Context, o *Options) error {
 func newMetrics(o *Options) (*prometheus.Registry, *metrics.Metrics) {
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	m.InitFamilies(families(o)...)
+	m.InitFamilies(o.Families...)
 	return reg, m
 }
 
@@ -236,20 +231,4 @@ func nodeName(o *Options) (string, error) {
 		return "", fmt.Errorf("reading hostname (set --hostname-override): %w", err)
 	}
 	return strings.ToLower(strings.TrimSpace(h)), nil
-}
-
-// primaryFamily is the family of --bind-address when it names an address,
-// otherwise IPv6 only when the first cluster CIDR is IPv6.
-func primaryFamily(o *Options) v1.IPFamily {
-	if o.BindAddress.IsValid() && !o.BindAddress.IsUnspecified() {
-		// kube-proxy's --bind-address: "its idea of the node's primary IP".
-		if o.BindAddress.Is4() {
-			return v1.IPv4Protocol
-		}
-		return v1.IPv6Protocol
-	}
-	if len(o.ClusterCIDRs) > 0 && o.ClusterCIDRs[0].Addr().Is6() {
-		return v1.IPv6Protocol
-	}
-	return v1.IPv4Protocol
 }

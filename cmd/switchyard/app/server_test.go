@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -30,7 +29,7 @@ func TestMetricsMux(t *testing.T) {
 		{"/debug/pprof/heap?debug=1", true, http.StatusOK, "heap profile"},
 	}
 	for _, tt := range tests {
-		o := &Options{Mode: ModeIPVS, EnableProfiling: tt.profiling}
+		o := &Options{Mode: ModeIPVS, EnableProfiling: tt.profiling, Families: []v1.IPFamily{v1.IPv4Protocol}}
 		reg, _ := newMetrics(o)
 		srv := httptest.NewServer(metricsMux(o, reg))
 		status, body := get(t, srv.URL+tt.path)
@@ -71,18 +70,5 @@ func TestRetryServer(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil || calls != 1 {
 		t.Fatalf("soft fail: err %v after %d calls, want nil after 1", err, calls)
-	}
-}
-
-func TestPrimaryFamilyFromBindAddress(t *testing.T) {
-	o := &Options{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
-	for addr, want := range map[string]v1.IPFamily{"": v1.IPv4Protocol, "0.0.0.0": v1.IPv4Protocol, "::": v1.IPv4Protocol, "fd00::5": v1.IPv6Protocol, "10.1.2.3": v1.IPv4Protocol} {
-		o.BindAddress = netip.Addr{}
-		if addr != "" {
-			o.BindAddress = netip.MustParseAddr(addr)
-		}
-		if got := primaryFamily(o); got != want {
-			t.Errorf("bind address %q: primary family %s, want %s", addr, got, want)
-		}
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
@@ -227,10 +227,10 @@ func removeIPVSLeftovers(ctx context.Context, all *Options) (string, error) {
 	return "virtual servers, " + ipvs.DummyInterface + " and sets", nil
 }
 
-// withAllFamilies is o with cluster CIDRs of both families, so that a
-// backend built from it cleans both.
+// withAllFamilies is o with both families, so that a backend built from
+// it cleans both.
 func withAllFamilies(o *Options) *Options {
 	all := *o
-	all.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	all.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	return &all
 }
