@@ -16,7 +16,9 @@
 #
 # Environment: MODE (iptables), PROXY (switchyard), FAMILY (ipv4), FOCUS (default
 # \[sig-network\]), PROCS (4), KEEP=1 leaves the cluster up, E2E_ARGS (extra
-# flags for e2e.test), OUT (the report directory).
+# flags for e2e.test), OUT (the report directory). Before the teardown, the
+# proxy's pod logs, each node's rule dumps and the cluster's component logs
+# are copied to <report directory>/cluster/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
@@ -50,8 +52,32 @@ esac
 out="${OUT:-$root/_output/conformance/$PROXY-$MODE-$FAMILY}"
 t0=$SECONDS
 
+# collect: what diagnosing a failure needs once the cluster is gone, into
+# $out/cluster/: the proxy's pod logs (the current and any previous
+# container) and each node's rules as the kernel holds them (nft list
+# ruleset, iptables-save and ip6tables-save inside the node's namespace).
+collect() {
+  local dir="$out/cluster" n ns p
+  [ -n "${CLUSTER_DIR:-}" ] && [ -f "$CLUSTER_DIR/admin.kubeconfig" ] || return 0
+  rm -rf "$dir"; mkdir -p "$dir"
+  for p in $("$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system get pods -l k8s-app=kube-proxy -o name 2>/dev/null); do
+    "$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system logs "$p" >"$dir/${p#pod/}.log" 2>&1 || true
+    "$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system logs --previous "$p" >"$dir/${p#pod/}.previous.log" 2>/dev/null ||
+      rm -f "$dir/${p#pod/}.previous.log"
+  done
+  for n in $(seq "${NODES:-2}"); do
+    ns="/run/netns/syk-node$n"
+    [ -e "$ns" ] || continue
+    nsenter --net="$ns" nft list ruleset >"$dir/node$n.nft" 2>&1 || true
+    nsenter --net="$ns" iptables-save >"$dir/node$n.iptables" 2>&1 || true
+    nsenter --net="$ns" ip6tables-save >"$dir/node$n.ip6tables" 2>&1 || true
+  done
+  cp -r "$CLUSTER_DIR/logs" "$dir/logs" 2>/dev/null || true
+}
+
 finish() {
   local rc=$?
+  collect || true
   [ "${KEEP:-}" = 1 ] || "$cluster" down >&2 || true
   exit "$rc"
 }
