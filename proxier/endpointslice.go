@@ -27,17 +27,24 @@ func serviceOfSlice(s *discovery.EndpointSlice) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: s.Namespace, Name: name}, true
 }
 
+// sliceFamily is the IP family of a slice's address type; false for
+// FQDN slices.
+func sliceFamily(s *discovery.EndpointSlice) (v1.IPFamily, bool) {
+	switch s.AddressType {
+	case discovery.AddressTypeIPv4:
+		return v1.IPv4Protocol, true
+	case discovery.AddressTypeIPv6:
+		return v1.IPv6Protocol, true
+	}
+	return "", false
+}
+
 // convertSlice validates a slice. Invalid ports and endpoints are skipped
 // one by one; a slice of an address type the proxier does not program
 // (FQDN) yields nothing.
 func convertSlice(s *discovery.EndpointSlice, nodeName string, topologies *topologyInterner, invalid InvalidFunc) *sliceEndpoints {
-	var want v1.IPFamily
-	switch s.AddressType {
-	case discovery.AddressTypeIPv4:
-		want = v1.IPv4Protocol
-	case discovery.AddressTypeIPv6:
-		want = v1.IPv6Protocol
-	default:
+	want, ok := sliceFamily(s)
+	if !ok {
 		return &sliceEndpoints{}
 	}
 	tally := newSkipTally(invalid)

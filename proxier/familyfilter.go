@@ -62,16 +62,8 @@ func (f *familyFilter) skipsSlice(s *discovery.EndpointSlice) bool {
 	if f == nil || !f.set {
 		return false
 	}
-	var fam v1.IPFamily
-	switch s.AddressType {
-	case discovery.AddressTypeIPv4:
-		fam = v1.IPv4Protocol
-	case discovery.AddressTypeIPv6:
-		fam = v1.IPv6Protocol
-	default:
-		return false
-	}
-	if f.programs[fam] {
+	fam, ok := sliceFamily(s)
+	if !ok || f.programs[fam] {
 		return false
 	}
 	f.report("EndpointSlice", fam, s)

@@ -38,18 +38,22 @@ func TestPacketFlows(t *testing.T) {
 // IPv6 and dual-stack nodes, with every detector ("none" being a node
 // without any cluster CIDR).
 func TestPacketFlowsShapes(t *testing.T) {
-	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		k := ipvstest.NewKernel()
-		b, err := ipvs.New(ipvs.Config{Kernel: k.Kernel, Families: node.Families,
-			LocalDetector: node.LocalDetector, MasqueradeAll: node.MasqueradeAll})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		if _, err := b.Sync(context.Background(), state, nil); err != nil {
-			t.Fatalf("Sync: %v", err)
-		}
-		return k.FlowModel(node.NodeIPs)
-	}, nodeMasqueradedWithoutDetector)
+	flowtest.RunShapes(t, syncedFlowModel, nodeMasqueradedWithoutDetector)
+}
+
+// syncedFlowModel is the model of a backend built as node asks (its
+// families, detector and masquerade-all) and synced with state.
+func syncedFlowModel(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+	k := ipvstest.NewKernel()
+	b, err := ipvs.New(ipvs.Config{Kernel: k.Kernel, Families: node.Families,
+		LocalDetector: node.LocalDetector, MasqueradeAll: node.MasqueradeAll})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := b.Sync(context.Background(), state, nil); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	return k.FlowModel(node.NodeIPs)
 }
 
 // nodeMasqueradedWithoutDetector is ipvs mode's departure from the table.
@@ -62,16 +66,5 @@ var nodeMasqueradedWithoutDetector = flowtest.Deviation{Variant: "none", Case: "
 // decide masquerading and which traffic takes the internal fwmark
 // services.
 func TestPacketFlowsByDetector(t *testing.T) {
-	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		k := ipvstest.NewKernel()
-		b, err := ipvs.New(ipvs.Config{Kernel: k.Kernel, Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-			LocalDetector: node.LocalDetector, MasqueradeAll: node.MasqueradeAll})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		if _, err := b.Sync(context.Background(), state, nil); err != nil {
-			t.Fatalf("Sync: %v", err)
-		}
-		return k.FlowModel(node.NodeIPs)
-	}, nodeMasqueradedWithoutDetector)
+	flowtest.RunDetectors(t, syncedFlowModel, nodeMasqueradedWithoutDetector)
 }

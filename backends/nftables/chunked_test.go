@@ -108,7 +108,7 @@ func TestChunkedFirstSyncFailure(t *testing.T) {
 	want := oneTransactionDump(t, state, node)
 	defer nftables.SetChunkObjects(1)()
 	conn := &failingConn{Fake: nfttest.NewFake(), failAt: 4}
-	b := dualStackBackend(t, conn, node)
+	b := flowBackend(t, conn, node)
 	if _, err := b.Sync(context.Background(), state, fullDiff()); err == nil {
 		t.Fatal("a sync whose fourth transaction failed succeeded")
 	}

@@ -15,25 +15,12 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
-func flowBackend(t *testing.T, fake *nfttest.Fake, node flowtest.NodeConfig) *nftables.Backend {
+// flowBackend is the backend a flow fixture's node asks for (its
+// families, detector and masquerade-all) over any conn.
+func flowBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig) *nftables.Backend {
 	t.Helper()
 	b, err := nftables.New(nftables.Config{
 		Families:      node.Families,
-		LocalDetector: node.LocalDetector,
-		MasqueradeAll: node.MasqueradeAll,
-		Conn:          fake,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// dualStackBackend is the flow fixture's backend over any conn.
-func dualStackBackend(t *testing.T, conn nftables.Conn, node flowtest.NodeConfig) *nftables.Backend {
-	t.Helper()
-	b, err := nftables.New(nftables.Config{
-		Families:      []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
 		LocalDetector: node.LocalDetector,
 		MasqueradeAll: node.MasqueradeAll,
 		Conn:          conn,

@@ -99,7 +99,7 @@ func sortedPorts(st *proxier.State) []proxier.ServicePortName {
 func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
 	_, node := flowtest.Fixture()
 	fake := nfttest.NewFake()
-	b := dualStackBackend(t, fake, node)
+	b := flowBackend(t, fake, node)
 	st := scaleState(40, 2, 1)
 	mustSync(t, b, st, fullDiff())
 	next := scaleState(41, 2, 1)

@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -91,7 +92,7 @@ func (m *flowModel) Flow(p flowtest.Packet) (flowtest.Expect, error) {
 	}
 	out := flowtest.Expect{Reject: res.Rejected, Drop: res.Dropped}
 	for _, dnat := range res.Endpoints {
-		eps, err := m.balancerPicks(familyOf(p.DstIP), dnat)
+		eps, err := m.balancerPicks(familyOf(p.DstIP), p.Protocol, dnat)
 		if err != nil {
 			return flowtest.Expect{}, err
 		}
@@ -107,10 +108,10 @@ func (m *flowModel) markFor(p flowtest.Packet) uint32 {
 	return m.mark
 }
 
-// balancerPicks finds the proxy socket a traced packet was sent to and
-// returns every endpoint its balancer picks for new clients (on a copy, so
-// the real rotation is untouched).
-func (m *flowModel) balancerPicks(fam v1.IPFamily, dnat string) ([]string, error) {
+// balancerPicks finds the proxy socket a traced packet of proto was sent
+// to and returns every endpoint its balancer picks for new clients (on a
+// copy, so the real rotation is untouched).
+func (m *flowModel) balancerPicks(fam v1.IPFamily, proto v1.Protocol, dnat string) ([]string, error) {
 	ap, err := netip.ParseAddrPort(dnat)
 	if err != nil {
 		return nil, err
@@ -121,9 +122,9 @@ func (m *flowModel) balancerPicks(fam v1.IPFamily, dnat string) ([]string, error
 	if !slices.Contains(m.nodeIPs, ap.Addr()) {
 		return nil, fmt.Errorf("traffic sent to %s, not to a proxy socket on a node address", dnat)
 	}
-	bal := m.socketAt(fam, ap.Port())
+	bal := m.socketAt(fam, proto, ap.Port())
 	if bal == nil {
-		return nil, fmt.Errorf("traffic sent to %s: no %s proxy socket on port %d", dnat, fam, ap.Port())
+		return nil, fmt.Errorf("traffic sent to %s: no %s %s proxy socket on port %d", dnat, fam, proto, ap.Port())
 	}
 	c := &balancer{clock: bal.clock, endpoints: bal.snapshot(), affinity: bal.affinity, sticky: map[netip.Addr]stickyEntry{}}
 	seen := map[string]bool{}
@@ -138,11 +139,15 @@ func (m *flowModel) balancerPicks(fam v1.IPFamily, dnat string) ([]string, error
 	return out, nil
 }
 
-func (m *flowModel) socketAt(fam v1.IPFamily, port uint16) *balancer {
+// socketAt is the balancer of the proxy socket the kernel delivers a
+// packet of fam and proto for port to. The protocol is part of the socket's
+// address: TCP and UDP ports are separate spaces, so the kernel may give a
+// TCP and a UDP proxy socket of a family the same ephemeral port.
+func (m *flowModel) socketAt(fam v1.IPFamily, proto v1.Protocol, port uint16) *balancer {
 	m.b.mu.Lock()
 	defer m.b.mu.Unlock()
 	for key, s := range m.b.sockets {
-		if key.family == fam && s.port() == port {
+		if key.family == fam && key.name.Protocol == proto && s.port() == port {
 			return s.balancer()
 		}
 	}
@@ -172,22 +177,22 @@ func TestFlowTable(t *testing.T) {
 // traffic to external destinations of externalTrafficPolicy Local ports
 // to the internal socket.
 func TestFlowTableByDetector(t *testing.T) {
-	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		env := flowBackend(t, node)
-		env.sync(t, state)
-		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
-	}, remotePodIsExternal)
+	flowtest.RunDetectors(t, syncedFlowModel, remotePodIsExternal)
 }
 
 // TestFlowTableShapes runs the table on single-stack IPv4, single-stack
 // IPv6 and dual-stack nodes, with every detector ("none" being a node
 // without any cluster CIDR): sockets and rules per family programmed.
 func TestFlowTableShapes(t *testing.T) {
-	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		env := flowBackend(t, node)
-		env.sync(t, state)
-		return newFlowModel(t, env.b, env.fake, node.NodeIPs)
-	}, remotePodIsExternal)
+	flowtest.RunShapes(t, syncedFlowModel, remotePodIsExternal)
+}
+
+// syncedFlowModel is the model of a backend built as node asks and
+// synced with state.
+func syncedFlowModel(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
+	env := flowBackend(t, node)
+	env.sync(t, state)
+	return newFlowModel(t, env.b, env.fake, node.NodeIPs)
 }
 
 // remotePodIsExternal: the userspace mode narrows a source-CIDR detector
@@ -235,4 +240,105 @@ func TestFlowTableAfterChanges(t *testing.T) {
 		}
 	}
 	flowtest.Run(t, newFlowModel(t, env.b, env.fake, node.NodeIPs), remotePodIsExternal)
+}
+
+// sharedPortSockets gives the backend's first TCP and first UDP proxy
+// socket one port number. The kernel allocates TCP and UDP ephemeral ports
+// independently, so a TCP and a UDP proxy socket of a family share a port
+// now and then by chance; this makes it happen every time.
+type sharedPortSockets struct {
+	loopbackSockets
+	tcp *net.TCPListener
+	udp *net.UDPConn
+}
+
+// newSharedPortSockets opens the pair up front, on a loopback port free in
+// both protocols: trying a few ephemeral TCP ports finds one, since another
+// process's UDP socket on it is the only obstacle.
+func newSharedPortSockets(t *testing.T) *sharedPortSockets {
+	t.Helper()
+	for range 100 {
+		ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: ln.Addr().(*net.TCPAddr).Port})
+		if err == nil {
+			s := &sharedPortSockets{tcp: ln, udp: c}
+			t.Cleanup(s.closeUnused)
+			return s
+		}
+		ln.Close()
+	}
+	t.Fatal("no loopback port free for both TCP and UDP")
+	return nil
+}
+
+// ListenTCP hands over the pair's TCP socket for the first ephemeral
+// listener (the backend calls it under its lock only).
+func (s *sharedPortSockets) ListenTCP(addr netip.AddrPort) (*net.TCPListener, error) {
+	if ln := s.tcp; ln != nil && addr.Port() == 0 && addr.Addr().Unmap().Is4() {
+		s.tcp = nil
+		return ln, nil
+	}
+	return s.loopbackSockets.ListenTCP(addr)
+}
+
+// ListenUDP does the same with the pair's UDP socket.
+func (s *sharedPortSockets) ListenUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	if c := s.udp; c != nil && addr.Port() == 0 && addr.Addr().Unmap().Is4() {
+		s.udp = nil
+		return c, nil
+	}
+	return s.loopbackSockets.ListenUDP(addr)
+}
+
+func (s *sharedPortSockets) closeUnused() {
+	if s.tcp != nil {
+		s.tcp.Close()
+	}
+	if s.udp != nil {
+		s.udp.Close()
+	}
+}
+
+// TestFlowModelTellsProtocolsApart: with a TCP and a UDP proxy socket on
+// one port number, each protocol's packets reach their own socket's
+// endpoints. TestFlowTableShapes once answered a UDP service's packet with
+// a TCP socket's (empty) endpoint list when the model looked sockets up by
+// family and port alone.
+func TestFlowModelTellsProtocolsApart(t *testing.T) {
+	env := newTestEnv(t, func(c *Config) { c.Sockets = newSharedPortSockets(t) })
+	st := newState()
+	web, dns := spName("web", v1.ProtocolTCP), spName("dns", v1.ProtocolUDP)
+	addService(st, web, "10.96.0.10", 80, netip.MustParseAddrPort("10.244.1.2:8080"))
+	addService(st, dns, "10.96.0.53", 53, netip.MustParseAddrPort("10.244.1.7:53"))
+	env.sync(t, st)
+	tcpPort, _ := env.b.ProxyPort(web, v1.IPv4Protocol, false)
+	udpPort, _ := env.b.ProxyPort(dns, v1.IPv4Protocol, false)
+	if tcpPort != udpPort {
+		t.Fatalf("proxy ports: TCP %d, UDP %d; the injection must give both one port", tcpPort, udpPort)
+	}
+	m := newFlowModel(t, env.b, env.fake, st.Node.Addresses)
+	cases := []struct {
+		proto v1.Protocol
+		dst   string
+		port  uint16
+		want  string
+	}{{v1.ProtocolTCP, "10.96.0.10", 80, "10.244.1.2:8080"}, {v1.ProtocolUDP, "10.96.0.53", 53, "10.244.1.7:53"}}
+	// The model's sockets map is iterated in random order: asking a few
+	// times catches a lookup that finds the other protocol's socket first.
+	for range 16 {
+		for _, c := range cases {
+			p := flowtest.Packet{SrcIP: netip.MustParseAddr("10.244.1.99"), DstIP: netip.MustParseAddr(c.dst),
+				DstPort: c.port, Protocol: c.proto, InInterface: "cbr0"}
+			got, err := m.Flow(p)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if d := flowtest.Diff(flowtest.Expect{Endpoints: []string{c.want}}, got); d != "" {
+				t.Fatalf("%s (-want +got):\n%s", p, d)
+			}
+		}
+	}
 }

@@ -28,8 +28,11 @@ const nodeIPPoll = time.Second
 func awaitNodeIPs(ctx context.Context, client kubeapi.Client, nodeName string, poll, timeout time.Duration) []netip.Addr {
 	var ips []netip.Addr
 	exists := false
-	_ = wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		node, err := client.Node(ctx, nodeName)
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return false, err // waiting cannot help
+		}
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				klog.V(2).InfoS("Waiting for the node object", "node", nodeName, "err", err)
@@ -41,6 +44,9 @@ func awaitNodeIPs(ctx context.Context, client kubeapi.Client, nodeName string, p
 		return len(ips) > 0, nil
 	})
 	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		klog.ErrorS(err, "The API server denies switchyard access to its Node; going on without the node's IPs (primary family IPv4 unless --bind-address says otherwise). "+
+			"Check the switchyard ServiceAccount's ClusterRole and ClusterRoleBinding (deploy/clusterrole*.yaml)", "resource", "nodes", "node", nodeName)
 	case len(ips) > 0:
 		klog.InfoS("Successfully retrieved NodeIPs", "NodeIPs", ips)
 	case !exists:

@@ -2,14 +2,19 @@ package app
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	kubeclientset "github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 )
@@ -61,6 +66,23 @@ func TestAwaitNodeIPs(t *testing.T) {
 	// No node: the daemon goes on without IPs after the wait.
 	if got := awaitNodeIPs(context.Background(), kubeclientset.New(fake.NewClientset()), "node-a", time.Millisecond, 20*time.Millisecond); got != nil {
 		t.Errorf("no node: %v", got)
+	}
+}
+
+// TestAwaitNodeIPsDenied: without RBAC on nodes there is nothing to wait
+// for; the daemon goes on at once (and says why).
+func TestAwaitNodeIPsDenied(t *testing.T) {
+	cs := fake.NewClientset()
+	gets := 0
+	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "node-a", errors.New("no RBAC"))
+	})
+	if got := awaitNodeIPs(context.Background(), kubeclientset.New(cs), "node-a", time.Millisecond, time.Minute); got != nil {
+		t.Errorf("denied: %v", got)
+	}
+	if gets != 1 {
+		t.Errorf("asked %d times for a node it may not read, want once", gets)
 	}
 }
 
