@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -18,40 +19,66 @@ const ipvsDummy = "kube-ipvs0"
 
 // testIPVSListing: a service's cluster IP is a TCP and a UDP virtual server
 // (scheduler rr, the default) with every pod as a masqueraded real server
-// of weight 1, and the address is bound to kube-ipvs0.
+// of weight 1, the address is bound to kube-ipvs0 and its ports are in the
+// family's cluster-IP ipset; in each family.
 func testIPVSListing(t *testing.T, m *modeEnv) {
 	svc := m.EchoService(t, "ipvs-listing", m.Topo.Pods...)
-	var want []framework.IPVSRealServer
-	for _, p := range m.Topo.Pods {
-		want = append(want, framework.IPVSRealServer{Addr: hostPort(p.IP, framework.EchoPort), Forward: "Masq", Weight: 1})
-	}
-	keys := []string{"TCP " + hostPort(svc.Spec.ClusterIP, 80), "UDP " + hostPort(svc.Spec.ClusterIP, 80)}
-	var out string
-	var found []framework.IPVSVirtualServer
-	err := framework.WaitFor(converge, func() (bool, error) {
-		out = nodeCommand(t, m, "ipvsadm", "-Ln")
-		vss, err := framework.ParseIPVSList(out)
-		if err != nil {
-			return false, framework.Permanent(err)
+	m.eachFamily(t, func(t *testing.T, f famView) {
+		var want []framework.IPVSRealServer
+		for _, p := range f.Topo.Pods {
+			want = append(want, framework.IPVSRealServer{Addr: hostPort(p.IP, framework.EchoPort), Forward: "Masq", Weight: 1})
 		}
-		found = found[:0]
-		for _, k := range keys {
-			v, ok := framework.FindIPVS(vss, k)
-			if !ok || v.Scheduler != "rr" || !sameReals(v.Reals, want) {
-				return false, nil
+		ip := f.clusterIP(t, svc)
+		keys := []string{"TCP " + hostPort(ip, 80), "UDP " + hostPort(ip, 80)}
+		var out string
+		var found []framework.IPVSVirtualServer
+		err := framework.WaitFor(converge, func() (bool, error) {
+			out = nodeCommand(t, m, "ipvsadm", "-Ln")
+			vss, err := framework.ParseIPVSList(out)
+			if err != nil {
+				return false, framework.Permanent(err)
 			}
-			found = append(found, v)
+			found = found[:0]
+			for _, k := range keys {
+				v, ok := framework.FindIPVS(vss, k)
+				if !ok || v.Scheduler != "rr" || !sameReals(v.Reals, want) {
+					return false, nil
+				}
+				found = append(found, v)
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("ipvsadm -Ln never listed %v with real servers %v (scheduler rr): %v\n%s", keys, want, err, out)
 		}
-		return true, nil
+		for _, v := range found {
+			t.Logf("ipvsadm -Ln: %s %s -> %v", v.Key, v.Scheduler, v.Reals)
+		}
+		bits := "/32 "
+		if f.is6() {
+			bits = "/128 "
+		}
+		if addrs := nodeCommand(t, m, "ip", "-o", "addr", "show", "dev", ipvsDummy); !strings.Contains(addrs, " "+ip+bits) {
+			t.Errorf("%s does not carry the cluster IP %s:\n%s", ipvsDummy, ip, addrs)
+		}
+		checkClusterIPSet(t, f, ip)
 	})
-	if err != nil {
-		t.Fatalf("ipvsadm -Ln never listed %v with real servers %v (scheduler rr): %v\n%s", keys, want, err, out)
+}
+
+// checkClusterIPSet: the family's KUBE-CLUSTER-IP set (KUBE-6-CLUSTER-IP
+// for IPv6, of family inet6), which the masquerade rules match, holds
+// the service's cluster IP with each of its ports.
+func checkClusterIPSet(t *testing.T, f famView, ip string) {
+	t.Helper()
+	set, family := "KUBE-CLUSTER-IP", "family inet "
+	if f.is6() {
+		set, family = "KUBE-6-CLUSTER-IP", "family inet6 "
 	}
-	for _, v := range found {
-		t.Logf("ipvsadm -Ln: %s %s -> %v", v.Key, v.Scheduler, v.Reals)
-	}
-	if addrs := nodeCommand(t, m, "ip", "-o", "addr", "show", "dev", ipvsDummy); !strings.Contains(addrs, " "+svc.Spec.ClusterIP+"/32 ") {
-		t.Errorf("%s does not carry the cluster IP %s:\n%s", ipvsDummy, svc.Spec.ClusterIP, addrs)
+	out := nodeCommand(t, f.modeEnv, "ipset", "list", set)
+	for _, want := range []string{family, "\n" + ip + ",tcp:80", "\n" + ip + ",udp:80"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ipset list %s has no %q:\n%s", set, strings.TrimSpace(want), out)
+		}
 	}
 }
 
@@ -79,8 +106,10 @@ func nodeIPVS(t *testing.T, m *modeEnv) []framework.IPVSVirtualServer {
 func checkNoIPVSFor(t *testing.T, m *modeEnv, ips ...string) {
 	t.Helper()
 	for _, v := range nodeIPVS(t, m) {
+		_, addr, _ := strings.Cut(v.Key, " ")
+		host, _, _ := net.SplitHostPort(addr) // "" for an FWM key
 		for _, ip := range ips {
-			if strings.Contains(v.Key, " "+ip+":") {
+			if host == ip {
 				t.Errorf("virtual server %s (%v) belongs to a service switchyard must ignore", v.Key, v.Reals)
 			}
 		}

@@ -16,36 +16,40 @@ func nodeNFT(t *testing.T, m *modeEnv, args ...string) string {
 }
 
 // testNFTListing checks what an operator sees with `nft list table ip
-// kube-proxy`: the dispatch on service-ips and service-nodeports, the
-// service's cluster IP in the verdict map going to a chain named after the
-// service port, and that chain picking an endpoint from a shared map.
+// kube-proxy` (ip6 for IPv6): the dispatch on service-ips and
+// service-nodeports, the service's cluster IP in the verdict map going to
+// a chain named after the service port, and that chain picking an endpoint
+// from a shared map.
 func testNFTListing(t *testing.T, m *modeEnv) {
 	svc := m.EchoService(t, "listing", m.Topo.Pods...)
 	suffix := "-" + m.Namespace + ".listing.tcp.tcp"
-	var out string
-	err := framework.WaitFor(converge, func() (bool, error) {
-		out = nodeNFT(t, m, "list", "table", "ip", "kube-proxy")
-		return nftChain(out, suffix) != "", nil
-	})
-	if err != nil {
-		t.Fatalf("nft list table ip kube-proxy never declared a chain service-*%s:\n%s", suffix, out)
-	}
-	for _, want := range []string{
-		"ip daddr . meta l4proto . th dport vmap @service-ips",
-		"meta l4proto . th dport vmap @service-nodeports",
-		svc.Spec.ClusterIP + " . tcp . 80 : goto service-",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("nft list table ip kube-proxy: no %q", want)
+	m.eachFamily(t, func(t *testing.T, f famView) {
+		table := []string{"list", "table", f.nftFamily(), "kube-proxy"}
+		var out string
+		err := framework.WaitFor(converge, func() (bool, error) {
+			out = nodeNFT(t, m, table...)
+			return nftChain(out, suffix) != "", nil
+		})
+		if err != nil {
+			t.Fatalf("nft %s never declared a chain service-*%s:\n%s", strings.Join(table, " "), suffix, out)
 		}
-	}
-	chain := nftChain(out, suffix)
-	if !strings.HasPrefix(chain, "chain service-") || !strings.Contains(chain, "to numgen random mod 65536") ||
-		!strings.Contains(chain, "map @endpoints-") {
-		t.Errorf("service chain: want a to numgen random mod 65536 over an endpoints map:\n%s", chain)
-	}
-	t.Logf("the service's chain:\n%s", chain)
-	t.Logf("nft list chain ip kube-proxy services:\n%s", nodeNFT(t, m, "list", "chain", "ip", "kube-proxy", "services"))
+		for _, want := range []string{
+			f.nftFamily() + " daddr . meta l4proto . th dport vmap @service-ips",
+			"meta l4proto . th dport vmap @service-nodeports",
+			f.clusterIP(t, svc) + " . tcp . 80 : goto service-",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("nft %s: no %q", strings.Join(table, " "), want)
+			}
+		}
+		chain := nftChain(out, suffix)
+		if !strings.HasPrefix(chain, "chain service-") || !strings.Contains(chain, "to numgen random mod 65536") ||
+			!strings.Contains(chain, "map @endpoints-") {
+			t.Errorf("service chain: want a to numgen random mod 65536 over an endpoints map:\n%s", chain)
+		}
+		t.Logf("the service's chain:\n%s", chain)
+		t.Logf("nft list chain %s kube-proxy services:\n%s", f.nftFamily(), nodeNFT(t, m, "list", "chain", f.nftFamily(), "kube-proxy", "services"))
+	})
 }
 
 // nftChain returns the block of the chain whose name ends in suffix, from
@@ -68,13 +72,14 @@ func nftChain(listing, suffix string) string {
 	return ""
 }
 
-// checkNoNFTFor checks that no chain of the table names the services.
-func checkNoNFTFor(t *testing.T, m *modeEnv, names ...string) {
+// checkNoNFTFor checks that no chain of the family's table names the
+// services.
+func checkNoNFTFor(t *testing.T, f famView, names ...string) {
 	t.Helper()
-	out := nodeNFT(t, m, "list", "table", "ip", "kube-proxy")
+	out := nodeNFT(t, f.modeEnv, "list", "table", f.nftFamily(), "kube-proxy")
 	for _, name := range names {
-		if strings.Contains(out, m.Namespace+"/"+name+"/") {
-			t.Errorf("nft table mentions %s/%s", m.Namespace, name)
+		if strings.Contains(out, f.Namespace+"/"+name+"/") {
+			t.Errorf("nft table %s kube-proxy mentions %s/%s", f.nftFamily(), f.Namespace, name)
 		}
 	}
 }

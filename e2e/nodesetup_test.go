@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 )
 
@@ -35,37 +32,45 @@ func testConntrackTimeouts(t *testing.T, m *modeEnv) {
 
 // testLocalhostNodePort: in iptables mode a NodePort answers on 127.0.0.1
 // of the node (--iptables-localhost-nodeports defaults to true and the
-// daemon sets route_localnet); in nftables mode it does not, as in
-// kube-proxy.
+// daemon sets route_localnet); in nftables mode it does not, and on ::1 it
+// never does, as in kube-proxy.
 func testLocalhostNodePort(t *testing.T, m *modeEnv) {
-	svc := framework.NewService(m.Namespace, "np-localhost", framework.NewServicePort("tcp", corev1.ProtocolTCP, 80, framework.EchoPort))
-	svc.Spec.Type = corev1.ServiceTypeNodePort
-	svc = m.CreateService(t, svc)
-	m.CreateEndpointSlice(t, framework.NewEndpointSlice(svc, "1",
-		[]discoveryv1.EndpointPort{framework.NewEndpointPort("tcp", corev1.ProtocolTCP, framework.EchoPort)},
-		framework.PodEndpoints(m.Topo.NodeName, m.Topo.Pods...)...))
-	// The node address first: once it answers, the rules are in.
-	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(m.Topo.NodeIP, svc.Spec.Ports[0].NodePort), podNames(m.Topo.Pods), false)
-	local := hostPort("127.0.0.1", svc.Spec.Ports[0].NodePort)
-	if m.mode == "iptables" {
-		// kube-proxy's nfacct metric counts the packets accepted there.
-		const metric = "kubeproxy_iptables_localhost_nodeports_accepted_packets_total"
-		before, err := m.daemon.MetricValue(t.Context(), metric, nil)
-		if err != nil {
-			t.Fatalf("%s before: %v", metric, err)
+	svc := nodePortEcho(t, m.Env, "np-localhost")
+	m.eachFamily(t, func(t *testing.T, f famView) {
+		// The node address first: once it answers, the rules are in.
+		waitServed(t, f.Topo.ClientNS, "tcp", hostPort(f.Topo.NodeIP, svc.Spec.Ports[0].NodePort), podNames(f.Topo.Pods), false)
+		loopback := "127.0.0.1"
+		if f.is6() {
+			loopback = "::1"
 		}
-		waitServed(t, m.Topo.NodeNS, "tcp", local, podNames(m.Topo.Pods), true)
-		after, err := m.daemon.MetricValue(t.Context(), metric, nil)
-		if err != nil || after < before+30 {
-			t.Errorf("%s went from %v to %v (%v) over 30+ connections", metric, before, after, err)
+		local := hostPort(loopback, svc.Spec.Ports[0].NodePort)
+		if m.mode == "iptables" && !f.is6() {
+			checkLocalhostNodePortServed(t, m, local)
+			return
 		}
-		return
+		counts, _ := framework.EchoMany(t.Context(), m.Topo.NodeNS, "tcp", local, 3)
+		for pod := range counts {
+			if pod != "" {
+				t.Errorf("%s mode: localhost NodePort %s answered (%v); kube-proxy never allows that here", m.mode, local, counts)
+			}
+		}
+	})
+}
+
+// checkLocalhostNodePortServed: the NodePort at local (127.0.0.1) answers
+// from the node, and kube-proxy's nfacct metric counts the packets
+// accepted there.
+func checkLocalhostNodePortServed(t *testing.T, m *modeEnv, local string) {
+	t.Helper()
+	const metric = "kubeproxy_iptables_localhost_nodeports_accepted_packets_total"
+	before, err := m.daemon.MetricValue(t.Context(), metric, nil)
+	if err != nil {
+		t.Fatalf("%s before: %v", metric, err)
 	}
-	counts, _ := framework.EchoMany(t.Context(), m.Topo.NodeNS, "tcp", local, 3)
-	for pod := range counts {
-		if pod != "" {
-			t.Errorf("%s mode: localhost NodePort %s answered (%v); kube-proxy never allows that in this mode", m.mode, local, counts)
-		}
+	waitServed(t, m.Topo.NodeNS, "tcp", local, podNames(m.Topo.Pods), true)
+	after, err := m.daemon.MetricValue(t.Context(), metric, nil)
+	if err != nil || after < before+30 {
+		t.Errorf("%s went from %v to %v (%v) over 30+ connections", metric, before, after, err)
 	}
 }
 

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -41,12 +41,12 @@ func scaleBurst(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *fr
 	api := cs.DiscoveryV1().EndpointSlices(env.Namespace)
 	objs := make([]*discoveryv1.EndpointSlice, n)
 	for k := range objs {
-		s, err := api.Get(t.Context(), fmt.Sprintf("bg-%05d-1", first+k), metav1.GetOptions{})
+		s, err := api.Get(t.Context(), backgroundSliceName(first+k, corev1.IPv4Protocol), metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("burst: %v", err)
 			return burstResult{}
 		}
-		s.Endpoints[0].Addresses = []string{fmt.Sprintf("10.252.%d.%d", gen%250, k%250+1)}
+		s.Endpoints[0].Addresses = []string{backgroundAddr(corev1.IPv4Protocol, 252, gen, k)}
 		objs[k] = s
 	}
 	logFrom := d.LogSize()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -51,6 +52,11 @@ const (
 	// (in-use after a forced GC) is saved there after the first sync, 30 s
 	// after the changes and 5 s after a restart's first sync.
 	scaleProfileEnv = "SWITCHYARD_SCALE_PROFILE"
+	// "dual": the node, the Services (RequireDualStack) and the endpoints
+	// are dual-stack: every background Service has an IPv4 and an IPv6
+	// slice, changes alternate between them. Default "ipv4". Dual-stack
+	// backgrounds go through the API (the etcd seeder writes IPv4 only).
+	scaleFamilyEnv = "SWITCHYARD_SCALE_FAMILY"
 )
 
 // scaleTimeBox bounds a proxy's first sync; upstream's beyond it is
@@ -99,7 +105,7 @@ func TestScale(t *testing.T) {
 	}
 	eps, changes := envInt(t, scaleEndpointsEnv, 10), envInt(t, scaleChangesEnv, 20)
 	ports := envInt(t, scalePortsEnv, 1)
-	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 1})
+	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 1, Shape: scaleShape(t)})
 	createBackground(t, env, n, eps, ports)
 	proxies := strings.Fields(os.Getenv(scaleProxiesEnv))
 	if len(proxies) == 0 {
@@ -145,8 +151,8 @@ func runScale(t *testing.T, env *framework.Env, cs kubernetes.Interface, proxy s
 	logFirstTrace(t, proxy+" first sync", d, r.firstSync)
 	saveScaleProfile(t, d, proxy, "first")
 	r.answered = kernelServices(t, env, mode)
-	if r.answered < newBase*ports {
-		t.Errorf("%s: the kernel holds %d service ports, want at least %d", proxy, r.answered, newBase*ports)
+	if want := newBase * ports * len(env.Topo.Families()); r.answered < want {
+		t.Errorf("%s: the kernel holds %d service ports, want at least %d", proxy, r.answered, want)
 	}
 	// The sync after a full one is paced by its cost (docs/sync-pacing.md);
 	// measure changes once that is past, as in a running cluster.
@@ -240,13 +246,36 @@ func flushKernel(t *testing.T, env *framework.Env) {
 func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout time.Duration) (float64, bool) {
 	var v float64
 	err := framework.WaitFor(timeout, func() (bool, error) {
-		var err error
-		// One family: kube-proxy exports a sample per family and sums
-		// would mean nothing.
-		v, err = d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": "IPv4"})
-		return err == nil && v > after, nil
+		var done bool
+		v, done = syncedAfter(t, d, after)
+		return done, nil
 	})
 	return v, err == nil
+}
+
+// syncedAfter reads the last sync's time of each family the proxy
+// exports (kube-proxy a sample per family; sums would mean nothing). The
+// first sync (after 0) is done when every family has synced; a change is
+// applied when a family synced after it: kube-proxy's dual-stack proxy
+// syncs only the family a slice belongs to, switchyard both in one sync.
+func syncedAfter(t *testing.T, d *framework.Daemon, after float64) (float64, bool) {
+	var last float64
+	synced, families := 0, 0
+	for _, f := range []string{"IPv4", "IPv6"} {
+		v, err := d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": f})
+		if err != nil {
+			continue // the family is not served
+		}
+		families++
+		if v > after {
+			synced++
+			last = max(last, v)
+		}
+	}
+	if after == 0 {
+		return last, families > 0 && synced == families
+	}
+	return last, synced > 0
 }
 
 // scaleChange replaces endpoint 0 of background service i by an address
@@ -254,12 +283,14 @@ func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout tim
 // that follows it.
 func scaleChange(t *testing.T, cs kubernetes.Interface, env *framework.Env, d *framework.Daemon, i, gen int) (timedChange, bool) {
 	slices := cs.DiscoveryV1().EndpointSlices(env.Namespace)
-	s, err := slices.Get(t.Context(), fmt.Sprintf("bg-%05d-1", i), metav1.GetOptions{})
+	// In a dual-stack run, changes alternate between the two families.
+	fam := env.Topo.Families()[i%len(env.Topo.Families())]
+	s, err := slices.Get(t.Context(), backgroundSliceName(i, fam), metav1.GetOptions{})
 	if err != nil {
 		t.Errorf("get slice: %v", err)
 		return timedChange{}, false
 	}
-	s.Endpoints[0].Addresses = []string{fmt.Sprintf("10.251.%d.%d", gen%250, i%250+1)}
+	s.Endpoints[0].Addresses = []string{backgroundAddr(fam, 251, gen, i)}
 	return timedWrite(t, d, func() error {
 		_, err := slices.Update(t.Context(), s, metav1.UpdateOptions{})
 		return err
@@ -289,20 +320,43 @@ func timedWrite(t *testing.T, d *framework.Daemon, write func() error) (timedCha
 	return c, true
 }
 
-// kernelServices counts the service ports the kernel holds for a mode.
+// kernelServices counts the service ports the kernel holds for a mode,
+// in every family of the topology.
 func kernelServices(t *testing.T, env *framework.Env, mode string) int {
-	if mode == "nftables" {
-		out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
-		if err != nil {
-			t.Errorf("nft list map: %v", err)
+	n := 0
+	for _, f := range env.Topo.Families() {
+		nft, save := "ip", "iptables-nft-save"
+		if f == corev1.IPv6Protocol {
+			nft, save = "ip6", "ip6tables-nft-save"
 		}
-		return strings.Count(out, "goto ")
+		if mode == "nftables" {
+			out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "nft", "list", "map", nft, "kube-proxy", "service-ips")
+			if err != nil {
+				t.Errorf("nft list map: %v", err)
+			}
+			n += strings.Count(out, "goto ")
+			continue
+		}
+		out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, save, "-t", "nat")
+		if err != nil {
+			t.Errorf("%s: %v", save, err)
+		}
+		n += strings.Count(out, "\n:KUBE-SVC-")
 	}
-	out, err := framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-nft-save", "-t", "nat")
+	return n
+}
+
+// scaleShape is the run's shape from SWITCHYARD_SCALE_FAMILY.
+func scaleShape(t *testing.T) framework.Shape {
+	v := os.Getenv(scaleFamilyEnv)
+	if v == "" {
+		return framework.ShapeIPv4
+	}
+	s, err := framework.ParseShape(v)
 	if err != nil {
-		t.Errorf("iptables-save: %v", err)
+		t.Fatalf("%s: %v", scaleFamilyEnv, err)
 	}
-	return strings.Count(out, "\n:KUBE-SVC-")
+	return s
 }
 
 // memory reads a process's RSS and VmHWM.

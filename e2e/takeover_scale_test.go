@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -41,7 +43,10 @@ func createBackground(t *testing.T, env *framework.Env, n, eps, ports int) {
 	if n == 0 {
 		return
 	}
-	if seedByEtcd(t, n) {
+	if env.Topo.Shape != framework.ShapeIPv4 && os.Getenv(scaleSeedEnv) == "etcd" {
+		t.Fatalf("%s=etcd: the etcd seeder writes IPv4 Services only", scaleSeedEnv)
+	}
+	if env.Topo.Shape == framework.ShapeIPv4 && seedByEtcd(t, n) {
 		seedBackground(t, env.Namespace, env.Topo.NodeName, n, eps, ports)
 		return
 	}
@@ -73,12 +78,55 @@ func deleteBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env,
 // createBackgroundService creates service i and its slice (see
 // backgroundObjects) through the API.
 func createBackgroundService(ctx context.Context, cs kubernetes.Interface, env *framework.Env, i, eps, ports int) error {
-	svc, slice := backgroundObjects(env.Namespace, env.Topo.NodeName, i, eps, ports)
+	svc, slices := backgroundObjectsOf(env.Topo.Shape, env.Namespace, env.Topo.NodeName, i, eps, ports)
 	if _, err := cs.CoreV1().Services(env.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err := cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, slice, metav1.CreateOptions{})
-	return err
+	for _, s := range slices {
+		if _, err := cs.DiscoveryV1().EndpointSlices(env.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// backgroundObjectsOf is backgroundObjects for a topology's shape: the
+// Service of the shape's families (framework.Shape.ApplyTo) and one slice
+// per family, the IPv6 one "bg-%05d-6" with addresses in fd00:250::/32.
+func backgroundObjectsOf(shape framework.Shape, ns, node string, i, eps, ports int) (*corev1.Service, []*discoveryv1.EndpointSlice) {
+	svc, v4 := backgroundObjects(ns, node, i, eps, ports)
+	shape.ApplyTo(svc)
+	var out []*discoveryv1.EndpointSlice
+	for _, f := range shape.Families() {
+		s := v4.DeepCopy()
+		if f == corev1.IPv6Protocol {
+			s.Name, s.AddressType = backgroundSliceName(i, f), discoveryv1.AddressTypeIPv6
+			for j := range s.Endpoints {
+				k := i*eps + j
+				s.Endpoints[j].Addresses = []string{backgroundAddr(f, 250, k/250, k)}
+			}
+		}
+		out = append(out, s)
+	}
+	return svc, out
+}
+
+// backgroundSliceName is background service i's slice of family f.
+func backgroundSliceName(i int, f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return fmt.Sprintf("bg-%05d-6", i)
+	}
+	return fmt.Sprintf("bg-%05d-1", i)
+}
+
+// backgroundAddr is an endpoint address of family f in band (10.band.0.0/16
+// or fd00:band::/32), unique for (hi mod 250, lo mod 250); no pod has it.
+func backgroundAddr(f corev1.IPFamily, band, hi, lo int) string {
+	if f == corev1.IPv6Protocol {
+		// The API takes IPv6 addresses in canonical form only.
+		return netip.MustParseAddr(fmt.Sprintf("fd00:%d::%x:%x", band, hi%250, lo%250+1)).String()
+	}
+	return fmt.Sprintf("10.%d.%d.%d", band, hi%250, lo%250+1)
 }
 
 // backgroundObjects is background service i of namespace ns, "bg-%05d" with
@@ -101,7 +149,7 @@ func backgroundObjects(ns, node string, i, eps, ports int) (*corev1.Service, *di
 	endpoints := make([]discoveryv1.Endpoint, eps)
 	for j := range endpoints {
 		k := i*eps + j
-		endpoints[j] = framework.ReadyEndpoint(fmt.Sprintf("10.250.%d.%d", k/250%250, k%250+1), node)
+		endpoints[j] = framework.ReadyEndpoint(backgroundAddr(corev1.IPv4Protocol, 250, k/250, k), node)
 	}
 	return svc, framework.NewEndpointSlice(svc, "1", eports, endpoints...)
 }

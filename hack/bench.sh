@@ -100,11 +100,14 @@ fi
 # settled RSS, a restart over its own rules, and a burst of
 # BENCH_SCALE_BURST (1000) EndpointSlice updates over 10 s; then the
 # iptables mode at BENCH_SCALE_IPTABLES ("1000x10"; empty skips it) beside
-# kube-proxy's. kube-proxy is cut at 10 min. BENCH_SCALE=0 skips it all.
-scale_run() { # SIZE PROXIES
+# kube-proxy's, and BENCH_SCALE_DUAL ("10000x10"; empty skips it) with
+# dual-stack Services on a dual-stack node. kube-proxy is cut at 10 min.
+# BENCH_SCALE=0 skips it all.
+scale_run() { # SIZE PROXIES [FAMILY]
   local size=$1 n e p
   IFS=x read -r n e p <<<"$size"
-  echo "bench: scale $size ($2)" >&2
+  echo "bench: scale $size ($2${3:+, $3})" >&2
+  SWITCHYARD_SCALE_FAMILY="${3:-ipv4}" \
   SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_SCALE_SERVICES="$n" SWITCHYARD_SCALE_ENDPOINTS="$e" \
     SWITCHYARD_SCALE_PORTS="${p:-1}" SWITCHYARD_SCALE_CHANGES="${BENCH_SCALE_CHANGES:-20}" \
     SWITCHYARD_SCALE_TRACE=1 SWITCHYARD_SCALE_RESTART=1 SWITCHYARD_SCALE_BURST="${BENCH_SCALE_BURST:-1000}" \
@@ -120,6 +123,11 @@ if [ "${BENCH_SCALE:-1}" != 0 ]; then
   done
   for size in ${BENCH_SCALE_IPTABLES-1000x10}; do
     scale_run "$size" "switchyard:iptables kube-proxy:iptables"
+  done
+  # Dual-stack Services (an IPv4 and an IPv6 slice each) on a dual-stack
+  # node: what the second family costs.
+  for size in ${BENCH_SCALE_DUAL-10000x10}; do
+    scale_run "$size" "${BENCH_SCALE_PROXIES:-switchyard:nftables kube-proxy:nftables}" dual
   done
 fi
 # Userspace mode: short TCP connections through a userspace ClusterIP vs an

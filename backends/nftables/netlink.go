@@ -49,9 +49,18 @@ var _ Conn = (*NetlinkConn)(nil)
 // NewNetlinkConn returns a connection to this network namespace.
 func NewNetlinkConn() *NetlinkConn { return &NetlinkConn{bufferBytes: 256 << 20} }
 
-// maxElementsPerMessage keeps one element message below netlink's 64 KiB
-// attribute limit (an IPv6 endpoint-map element takes ~60 bytes).
-const maxElementsPerMessage = 512
+// maxElementsPerMessage and maxElementListBytes bound one element
+// message: its element list is one netlink attribute, whose length is 16
+// bits. An IPv6 endpoint-map element takes ~60 bytes, but a service-ips
+// element of an IPv6 service ~130 (a 24-byte key, the verdict's chain
+// name, the chain's tag): 512 of those overflowed the length, and the
+// kernel, reading a truncated list, refused a dual-stack first sync at 10k
+// services with ENOENT. A list is closed once it holds
+// maxElementListBytes, room for one more element of any size.
+const (
+	maxElementsPerMessage = 512
+	maxElementListBytes   = 0xffff - 4096
+)
 
 // opsPerCapture bounds the messages google/nftables holds before they are
 // moved into the wire.

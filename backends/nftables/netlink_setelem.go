@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 
@@ -12,10 +13,10 @@ import (
 var verdictCodes = map[string]int32{"accept": 1, "drop": 0, "jump": unix.NFT_JUMP, "goto": unix.NFT_GOTO, "return": unix.NFT_RETURN}
 
 // elements writes an element operation into the wire as NEWSETELEM or
-// DELSETELEM messages of up to maxElementsPerMessage kernel elements (an
-// interval is a start element and an end element one past its last
-// value, never split between two messages), after the messages
-// google/nftables holds.
+// DELSETELEM messages of up to maxElementsPerMessage kernel elements and
+// about maxElementListBytes (an interval is a start element and an end
+// element one past its last value, never split between two messages),
+// after the messages google/nftables holds.
 func (b *batch) elements(o *ruleset.Op) error {
 	if err := b.flush(); err != nil {
 		return err
@@ -32,15 +33,17 @@ func (b *batch) elements(o *ruleset.Op) error {
 		if e.KeyEnd != nil {
 			k = 2
 		}
-		if n > 0 && n+k > maxElementsPerMessage {
-			b.endElements(list, typ, flags)
+		if n > 0 && (n+k > maxElementsPerMessage || len(b.msg)-list > maxElementListBytes) {
+			if err := b.endElements(list, typ, flags); err != nil {
+				return err
+			}
 			n, list = 0, b.beginElements(o.Name)
 		}
 		b.element(o.Set, e, add)
 		n += k
 	}
 	if n > 0 {
-		b.endElements(list, typ, flags)
+		return b.endElements(list, typ, flags)
 	}
 	return nil
 }
@@ -54,10 +57,15 @@ func (b *batch) beginElements(name string) (list int) {
 	return beginNest(&b.msg, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
 }
 
-func (b *batch) endElements(list int, typ, flags uint16) {
+func (b *batch) endElements(list int, typ, flags uint16) error {
+	if len(b.msg)-list > 0xffff {
+		// Never sent: the kernel would read a truncated list.
+		return fmt.Errorf("nftables: an element message's list is %d bytes, above netlink's 65,535", len(b.msg)-list)
+	}
 	endNest(b.msg, list)
 	b.wire.message(uint16(unix.NFNL_SUBSYS_NFTABLES<<8)|typ, flags, b.msg)
 	b.wire.msgs++
+	return nil
 }
 
 // element appends one element (two for an interval) to the open list:

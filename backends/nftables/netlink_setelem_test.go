@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -85,6 +86,30 @@ func TestElementMessagesSplit(t *testing.T) {
 	}
 	if w.msgs != 2 {
 		t.Errorf("%d intervals (%d kernel elements) in %d messages, want 2", len(els), 2*len(els), w.msgs)
+	}
+}
+
+// TestElementMessagesSplitBySize: 512 service-ips elements of IPv6
+// services (a 24-byte key, a long chain name, a tag) exceed 64 KiB: they
+// go in more than one message, each list within netlink's 16-bit length.
+func TestElementMessagesSplitBySize(t *testing.T) {
+	s := &ruleset.Set{Name: setServiceIPs, Kind: ruleset.VerdictMap, Key: keyDst}
+	var els []ruleset.Element
+	for i := range maxElementsPerMessage {
+		chain := fmt.Sprintf("service-ABCDEFGH-a-long-namespace-name.a-long-service-name-%05d.tcp.https", i)
+		els = append(els, ruleset.Element{Key: vals(netip.MustParseAddr(fmt.Sprintf("fd00:10:96::%x", i)), 6, 443),
+			Verdict: &ruleset.Verdict{Kind: "goto", Chain: chain}, Tag: &ruleset.ChainTag{Print: ruleset.ChainPrint(i)}})
+	}
+	w := newWire()
+	defer w.release()
+	b := &batch{fam: ruleset.IPv6, table: &gnft.Table{Name: TableName}, wire: w, flush: func() error { return nil }}
+	tx := ruleset.NewTransaction(ruleset.IPv6, TableName)
+	tx.AddElements(s, els)
+	if err := b.elements(&tx.Ops[0]); err != nil {
+		t.Fatal(err)
+	}
+	if w.msgs < 2 {
+		t.Errorf("%d elements of ~%d bytes in %d message", len(els), 130, w.msgs)
 	}
 }
 

@@ -64,8 +64,9 @@ func ConnectCluster(kubeconfig string) (*Cluster, error) {
 	return &Cluster{Kubeconfig: kubeconfig, Config: cfg, Client: cs, APIAddr: addr, EtcdEndpoint: os.Getenv(EtcdEndpointEnv)}, nil
 }
 
-// StartCluster runs `hack/local-up.sh up` with a fresh RUN_DIR and free
-// ports. Stop runs `down` and removes the directory.
+// StartCluster runs `hack/local-up.sh up` with a fresh RUN_DIR, free ports
+// and the dual-stack DefaultServiceCIDRs (so tests of every Shape can
+// create their Services). Stop runs `down` and removes the directory.
 func StartCluster(ctx context.Context, root string) (*Cluster, error) {
 	ports, err := freePorts(3)
 	if err != nil {
@@ -75,7 +76,7 @@ func StartCluster(ctx context.Context, root string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster run dir: %w", err)
 	}
-	env := append(os.Environ(), "RUN_DIR="+runDir,
+	env := append(os.Environ(), "RUN_DIR="+runDir, "SERVICE_CIDR="+DefaultServiceCIDRs,
 		"APISERVER_PORT="+strconv.Itoa(ports[0]),
 		"ETCD_PORT="+strconv.Itoa(ports[1]),
 		"ETCD_PEER_PORT="+strconv.Itoa(ports[2]))

@@ -13,7 +13,7 @@ func (e *Env) StartDaemonWithEnv(t testing.TB, env []string, args ...string) *Da
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append(DefaultDaemonArgs(e.Suite.DaemonKubeconfig, e.Topo.NodeName), args...)
+	all := e.daemonArgs(e.Suite.DaemonKubeconfig, args)
 	d := &Daemon{
 		NS:          e.Topo.NodeNS,
 		HealthzAddr: lastFlagValue(all, "healthz-bind-address", DaemonHealthzAddr),

@@ -22,6 +22,18 @@
 //     Services. Everything is removed by t.Cleanup, also when the test fails.
 //   - StartDaemon / StartPrometheus and the TCP/UDP echo clients drive a test.
 //
+// IP families: a TopologySpec's Shape (ShapeIPv4, the default, ShapeIPv6 or
+// ShapeDual) decides the addresses of every link (IPv6 from fd00::/8 with
+// duplicate address detection off, IPv6 forwarding on in the node), the
+// Node object's InternalIPs and podCIDRs, the daemon's --cluster-cidr (one
+// CIDR per family), and the families of the Services (Env.CreateService:
+// SingleStack IPv6 or RequireDualStack) and EndpointSlices (one per family,
+// Env.CreatePodSlices) a test creates. Topology.For gives one family's view
+// of a topology, so a check written once runs over each family. The
+// control plane the suite starts has a dual-stack service range
+// (DefaultServiceCIDRs), IPv4 first, so Services that name no family stay
+// IPv4.
+//
 // Safety: every interface, address, route and sysctl is created inside
 // namespaces this package creates and deletes; processes are stopped by the
 // PID this package started. The host namespace is never modified.

@@ -25,24 +25,30 @@ func StartEchoServers(t testing.TB, bin string, topo *Topology) {
 		procs[i] = StartInNetns(t, "echo-"+pod.Name, pod.NS, bin, "-name", pod.Name, "-tcp", listen, "-udp", listen)
 	}
 	for i, pod := range topo.Pods {
-		addr := net.JoinHostPort(pod.IP, strconv.Itoa(EchoPort))
-		err := WaitFor(startTimeout, func() (bool, error) {
-			if err := exitError(procs[i]); err != nil {
-				return false, err
+		for _, ip := range pod.IPs {
+			if err := waitEcho(procs[i], topo.NodeNS, pod.Name, ip); err != nil {
+				t.Fatalf("echo server of %s: %v", pod.Name, err)
 			}
-			r, err := Echo(context.Background(), topo.NodeNS, "tcp", addr)
-			if err != nil {
-				return false, err
-			}
-			if r.Name != pod.Name {
-				return false, fmt.Errorf("%s answered as %q", addr, r.Name)
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("echo server of %s: %v", pod.Name, err)
 		}
 	}
+}
+
+// waitEcho waits until the echo server p answers as name at ip from ns.
+func waitEcho(p *Process, ns, name, ip string) error {
+	addr := net.JoinHostPort(ip, strconv.Itoa(EchoPort))
+	return WaitFor(startTimeout, func() (bool, error) {
+		if err := exitError(p); err != nil {
+			return false, err
+		}
+		r, err := Echo(context.Background(), ns, "tcp", addr)
+		if err != nil {
+			return false, err
+		}
+		if r.Name != name {
+			return false, fmt.Errorf("%s answered as %q", addr, r.Name)
+		}
+		return true, nil
+	})
 }
 
 // StartAPIForward runs bin (hack/nsforward) so that addr of the test

@@ -83,6 +83,13 @@ func exchange(conn net.Conn, rd *bufio.Reader, timeout time.Duration) (string, e
 	return r.Name, err
 }
 
+// Results returns the results so far; the stream keeps running.
+func (s *EchoStream) Results() []EchoResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]EchoResult(nil), s.results...)
+}
+
 // Stop ends the exchanges and returns every result.
 func (s *EchoStream) Stop() []EchoResult {
 	s.cancel()

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,22 +25,51 @@ type Env struct {
 	Client    kubernetes.Interface // admin
 }
 
-// Setup builds an Env for t.
+// Setup builds an Env for t. A shape the cluster's service range cannot
+// serve (an IPv4-only apiserver reused through $SWITCHYARD_KUBECONFIG)
+// skips t.
 func Setup(t testing.TB, s *Suite, spec TopologySpec) *Env {
 	t.Helper()
-	topo := NewTopology(t, spec)
-	StartEchoServers(t, s.EchoServerBin, topo)
-	StartAPIForward(t, s.NSForwardBin, topo.NodeNS, s.Cluster.APIAddr)
+	e, _ := SetupWithAPIForward(t, s, spec)
+	return e
+}
+
+// newEnv creates the test's Node object and Kubernetes namespace for topo.
+func newEnv(t testing.TB, s *Suite, topo *Topology) *Env {
+	t.Helper()
 	e := &Env{Suite: s, Topo: topo, Namespace: topo.ID, Client: s.Cluster.Client}
 	e.createNode(t)
 	e.createNamespace(t)
 	return e
 }
 
+// requireShape skips t unless the cluster can allocate service IPs of
+// every family of shape.
+func requireShape(t testing.TB, s *Suite, shape Shape) {
+	t.Helper()
+	if !shape.HasIPv6() {
+		return
+	}
+	fams, err := ServiceFamilies(context.Background(), s.Cluster.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range shape.Families() {
+		if !slices.Contains(fams, f) {
+			t.Skipf("the cluster's service range has %v, no %s: shape %s needs --service-cluster-ip-range=%s",
+				fams, f, shape, DefaultServiceCIDRs)
+		}
+	}
+}
+
 func (e *Env) createNode(t testing.TB) {
 	t.Helper()
 	nodes := e.Client.CoreV1().Nodes()
-	if err := CreateNode(context.Background(), e.Client, e.Topo.NodeName, e.Topo.NodeIP); err != nil {
+	var ips, podCIDRs []string
+	for _, n := range e.Topo.Nets {
+		ips, podCIDRs = append(ips, n.NodeIP), append(podCIDRs, n.PodCIDR)
+	}
+	if err := CreateNode(context.Background(), e.Client, e.Topo.NodeName, ips, podCIDRs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -88,12 +118,15 @@ func (e *Env) deleteObjects(ctx context.Context) error {
 	return nil
 }
 
-// CreateService creates svc (its namespace defaults to the Env's).
+// CreateService creates svc (its namespace defaults to the Env's). Unless
+// svc names an ipFamilyPolicy, it gets the families of the Env's shape
+// (Shape.ApplyTo).
 func (e *Env) CreateService(t testing.TB, svc *corev1.Service) *corev1.Service {
 	t.Helper()
 	if svc.Namespace == "" {
 		svc.Namespace = e.Namespace
 	}
+	e.Topo.Shape.ApplyTo(svc)
 	got, err := e.Client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create service %s/%s: %v", svc.Namespace, svc.Name, err)
@@ -115,8 +148,8 @@ func (e *Env) CreateEndpointSlice(t testing.TB, s *discoveryv1.EndpointSlice) *d
 }
 
 // EchoService creates a ClusterIP Service name with ports "tcp" (TCP 80) and
-// "udp" (UDP 80) targeting EchoPort, and one EndpointSlice with pods as
-// ready endpoints on the Env's node. It returns the Service with its IP.
+// "udp" (UDP 80) targeting EchoPort, with pods as ready endpoints on the
+// Env's node (CreatePodSlices). It returns the Service with its IPs.
 func (e *Env) EchoService(t testing.TB, name string, pods ...Pod) *corev1.Service {
 	t.Helper()
 	svc := e.CreateService(t, NewService(e.Namespace, name,
@@ -126,8 +159,43 @@ func (e *Env) EchoService(t testing.TB, name string, pods ...Pod) *corev1.Servic
 		NewEndpointPort("tcp", corev1.ProtocolTCP, EchoPort),
 		NewEndpointPort("udp", corev1.ProtocolUDP, EchoPort),
 	}
-	e.CreateEndpointSlice(t, NewEndpointSlice(svc, "1", ports, PodEndpoints(e.Topo.NodeName, pods...)...))
+	e.CreatePodSlices(t, svc, "1", ports, pods...)
 	return svc
+}
+
+// CreatePodSlices creates svc's EndpointSlices with pods as ready endpoints
+// on the Env's node: one slice per family of the topology, named
+// SliceName(svc, suffix, family).
+func (e *Env) CreatePodSlices(t testing.TB, svc *corev1.Service, suffix string, ports []discoveryv1.EndpointPort, pods ...Pod) {
+	t.Helper()
+	e.CreateFamilySlices(t, svc, suffix, ports, func(f corev1.IPFamily) []discoveryv1.Endpoint {
+		return PodEndpointsOf(f, e.Topo.NodeName, pods...)
+	})
+}
+
+// CreateFamilySlices creates one EndpointSlice of svc per family of the
+// topology, named SliceName(svc, suffix, family), with the endpoints eps
+// returns for that family.
+func (e *Env) CreateFamilySlices(t testing.TB, svc *corev1.Service, suffix string, ports []discoveryv1.EndpointPort,
+	eps func(corev1.IPFamily) []discoveryv1.Endpoint) {
+	t.Helper()
+	for _, f := range e.Topo.Families() {
+		s := NewEndpointSlice(svc, suffix, ports, eps(f)...)
+		s.Name = e.SliceName(svc, suffix, f)
+		s.AddressType = discoveryv1.AddressType(f)
+		e.CreateEndpointSlice(t, s)
+	}
+}
+
+// SliceName names svc's EndpointSlice of family f: "<service>-<suffix>"
+// for the topology's primary family, as NewEndpointSlice names it, and
+// "<service>-<suffix>-ipv6" for a dual-stack topology's second family.
+func (e *Env) SliceName(svc *corev1.Service, suffix string, f corev1.IPFamily) string {
+	name := svc.Name + "-" + suffix
+	if f != e.Topo.Nets[0].Family {
+		name += "-" + FamilySuffix(f)
+	}
+	return name
 }
 
 // DaemonClient is a clientset with the daemon's identity whose connections
@@ -156,8 +224,17 @@ func (e *Env) StartDaemon(t testing.TB, args ...string) *Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append(DefaultDaemonArgs(e.Suite.DaemonKubeconfig, e.Topo.NodeName), args...)
-	return StartDaemonIn(t, bin, e.Topo.NodeNS, all...)
+	return StartDaemonIn(t, bin, e.Topo.NodeNS, e.daemonArgs(e.Suite.DaemonKubeconfig, args)...)
+}
+
+// daemonArgs is DefaultDaemonArgs with the shape's --cluster-cidr (one CIDR
+// per family), then args.
+func (e *Env) daemonArgs(kubeconfig string, args []string) []string {
+	all := DefaultDaemonArgs(kubeconfig, e.Topo.NodeName)
+	if e.Topo.Shape.HasIPv6() {
+		all = append(all, "--cluster-cidr="+e.Topo.Shape.ClusterCIDR())
+	}
+	return append(all, args...)
 }
 
 // StartPrometheus runs Prometheus in the node namespace scraping the daemon's

@@ -80,7 +80,7 @@ func (e *Env) StartKubeProxy(t testing.TB, args ...string) *Daemon {
 	if err := e.Suite.Cluster.KubeProxyKubeconfig(context.Background(), kc); err != nil {
 		t.Fatal(err)
 	}
-	all := append(DefaultDaemonArgs(kc, e.Topo.NodeName), args...)
+	all := e.daemonArgs(kc, args)
 	d := StartDaemonIn(t, bin, e.Topo.NodeNS, all...)
 	d.Process.Name = "kube-proxy-" + e.Topo.NodeNS
 	return d

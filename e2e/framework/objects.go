@@ -35,10 +35,15 @@ func NewServicePort(name string, proto corev1.Protocol, port, targetPort int32) 
 	return corev1.ServicePort{Name: name, Protocol: proto, Port: port, TargetPort: intstr.FromInt32(targetPort)}
 }
 
-// NewEndpointSlice returns an IPv4 EndpointSlice named "<service>-<suffix>"
-// for svc, labelled so proxies associate it with svc, and stamped with a
-// trigger time of now.
+// NewEndpointSlice returns an EndpointSlice named "<service>-<suffix>" for
+// svc, labelled so proxies associate it with svc, and stamped with a
+// trigger time of now. Its address type is the family of the first
+// endpoint's address (IPv4 when there is none).
 func NewEndpointSlice(svc *corev1.Service, suffix string, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	addrType := discoveryv1.AddressTypeIPv4
+	if len(eps) > 0 && len(eps[0].Addresses) > 0 && FamilyOf(eps[0].Addresses[0]) == corev1.IPv6Protocol {
+		addrType = discoveryv1.AddressTypeIPv6
+	}
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,
@@ -48,7 +53,7 @@ func NewEndpointSlice(svc *corev1.Service, suffix string, ports []discoveryv1.En
 				discoveryv1.LabelManagedBy:   ManagedBy,
 			},
 		},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		AddressType: addrType,
 		Endpoints:   eps,
 		Ports:       ports,
 	}
@@ -90,21 +95,35 @@ func PodEndpoints(nodeName string, pods ...Pod) []discoveryv1.Endpoint {
 	return eps
 }
 
-// CreateNode creates a Node named name whose status carries internalIP, so a
+// PodEndpointsOf are ready endpoints on nodeName at the pods' addresses of
+// family f.
+func PodEndpointsOf(f corev1.IPFamily, nodeName string, pods ...Pod) []discoveryv1.Endpoint {
+	eps := PodEndpoints(nodeName, pods...)
+	for i, p := range pods {
+		eps[i].Addresses = []string{IPOfFamily(p.IPs, f)}
+	}
+	return eps
+}
+
+// CreateNode creates a Node named name whose status carries internalIPs
+// (one per family, primary first) and whose spec carries podCIDRs, so a
 // proxy started with --hostname-override=name finds its addresses.
-func CreateNode(ctx context.Context, cs kubernetes.Interface, name, internalIP string) error {
+func CreateNode(ctx context.Context, cs kubernetes.Interface, name string, internalIPs, podCIDRs []string) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,
 		Labels: map[string]string{corev1.LabelHostname: name, corev1.LabelOSStable: "linux"},
 	}}
+	if len(podCIDRs) > 0 {
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDRs[0], podCIDRs
+	}
 	created, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
 	}
-	created.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: internalIP},
-		{Type: corev1.NodeHostName, Address: name},
+	for _, ip := range internalIPs {
+		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 	}
+	created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("set addresses of node %s: %w", name, err)
 	}

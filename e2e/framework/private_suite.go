@@ -45,11 +45,9 @@ func PrivateSuite(t testing.TB, s *Suite) *Suite {
 // StartAPIForward reconnects it.
 func SetupWithAPIForward(t testing.TB, s *Suite, spec TopologySpec) (*Env, *Process) {
 	t.Helper()
+	requireShape(t, s, spec.Shape)
 	topo := NewTopology(t, spec)
 	StartEchoServers(t, s.EchoServerBin, topo)
 	fwd := StartAPIForward(t, s.NSForwardBin, topo.NodeNS, s.Cluster.APIAddr)
-	e := &Env{Suite: s, Topo: topo, Namespace: topo.ID, Client: s.Cluster.Client}
-	e.createNode(t)
-	e.createNamespace(t)
-	return e, fwd
+	return newEnv(t, s, topo), fwd
 }

@@ -41,8 +41,11 @@ func NewTopology(t testing.TB, spec TopologySpec) *Topology {
 			t.Fatalf("build topology %s: %v", topo.ID, err)
 		}
 	}
-	t.Logf("topology %s: node %s (%s, bridge %s), client %s (%s), pods %v",
-		topo.ID, topo.NodeNS, topo.NodeIP, topo.BridgeIP, topo.ClientNS, topo.ClientIP, topo.PodIPs())
+	for _, f := range topo.Families() {
+		v := topo.For(f)
+		t.Logf("topology %s %s: node %s (%s, bridge %s), client %s (%s), pods %v",
+			topo.ID, f, v.NodeNS, v.NodeIP, v.BridgeIP, v.ClientNS, v.ClientIP, v.PodIPs())
+	}
 	return topo
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestNewTopologyPlanAddresses(t *testing.T) {
@@ -13,15 +14,19 @@ func TestNewTopologyPlanAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v4 := Net{Family: corev1.IPv4Protocol, NodeIP: "192.168.77.1", ClientIP: "192.168.77.2", BridgeIP: "10.244.0.1",
+		PodCIDR: "10.244.0.0/24", ExtCIDR: "192.168.77.0/24"}
 	want := &Topology{
 		ID: "sy42", NodeNS: "sy42-node", ClientNS: "sy42-client", NodeName: "sy42-node",
 		NodeIP: "192.168.77.1", ClientIP: "192.168.77.2", BridgeIP: "10.244.0.1",
 		PodCIDR: "10.244.0.0/24", ExtCIDR: "192.168.77.0/24",
 		Pods: []Pod{
-			{Name: "pod0", NS: "sy42-pod0", IP: "10.244.0.2"},
-			{Name: "pod1", NS: "sy42-pod1", IP: "10.244.0.3"},
-			{Name: "pod2", NS: "sy42-pod2", IP: "10.244.0.4"},
+			{Name: "pod0", NS: "sy42-pod0", IP: "10.244.0.2", IPs: []string{"10.244.0.2"}},
+			{Name: "pod1", NS: "sy42-pod1", IP: "10.244.0.3", IPs: []string{"10.244.0.3"}},
+			{Name: "pod2", NS: "sy42-pod2", IP: "10.244.0.4", IPs: []string{"10.244.0.4"}},
 		},
+		Shape: ShapeIPv4,
+		Nets:  []Net{v4},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("plan mismatch (-want +got):\n%s", diff)
@@ -38,6 +43,7 @@ func TestNewTopologyPlanErrors(t *testing.T) {
 		"pod cidr too small": {ID: "x", Pods: 2, PodCIDR: "10.1.0.0/30"},
 		"ipv6 pod cidr":      {ID: "x", Pods: 1, PodCIDR: "fd00::/64"},
 		"garbage ext cidr":   {ID: "x", Pods: 1, ExtCIDR: "nope"},
+		"unknown shape":      {ID: "x", Pods: 1, Shape: "ipv5"},
 	}
 	for name, spec := range tests {
 		if _, err := NewTopologyPlan(spec); err == nil {

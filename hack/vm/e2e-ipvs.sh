@@ -27,7 +27,11 @@
 # pairs switchyard iptables <-> ipvs).
 #
 # Environment:
-#   SWITCHYARD_KUBECONFIG  reuse this cluster (server https://127.0.0.1:PORT)
+#   SWITCHYARD_KUBECONFIG  reuse this cluster (server https://127.0.0.1:PORT;
+#                          without an IPv6 service range the ipv6 and dual
+#                          shapes skip)
+#   SWITCHYARD_E2E_FAMILIES  IP family shapes of the table (ipv4,ipv6,dual:
+#                          the default is all three)
 #   SWITCHYARD_PROMETHEUS  prometheus binary copied into the VM (default:
 #                          `prometheus` on $PATH); "none" skips the scrape
 #   SWITCHYARD_CACHE       cache root (VM kernel, tools)
@@ -91,8 +95,10 @@ if [ -z "$kc" ]; then
 	api=$(free_port)
 	etcd=$(free_port)
 	peer=$(free_port)
+	# Dual-stack service range (IPv4 first, as the e2e framework's own
+	# control plane): the table runs in the ipv4, ipv6 and dual shapes.
 	RUN_DIR=$cluster_run TOOLS_BIN=$tools APISERVER_PORT=$api ETCD_PORT=$etcd ETCD_PEER_PORT=$peer \
-		"$ROOT/hack/local-up.sh" up >/dev/null
+		SERVICE_CIDR=10.96.0.0/16,fd00:10:96::/112 "$ROOT/hack/local-up.sh" up >/dev/null
 	kc=$cluster_run/admin.kubeconfig
 fi
 # One self-contained file (CA inline) for the guest.
@@ -107,6 +113,9 @@ t3=$(now)
 # --- the VM ------------------------------------------------------------------
 guest_env="SY_API_PORT=$port SWITCHYARD_E2E_MODES=ipvs SWITCHYARD_KUBECONFIG=/t/admin.kubeconfig
 	SWITCHYARD_BIN=/t/switchyard SWITCHYARD_ECHOSERVER_BIN=/t/echoserver SWITCHYARD_NSFORWARD_BIN=/t/nsforward"
+if [ -n "${SWITCHYARD_E2E_FAMILIES:-}" ]; then
+	guest_env="$guest_env SWITCHYARD_E2E_FAMILIES=$(echo "$SWITCHYARD_E2E_FAMILIES" | tr ' ' ,)"
+fi
 prom=${SWITCHYARD_PROMETHEUS:-$(command -v prometheus || true)}
 if [ -n "$prom" ] && [ "$prom" != none ]; then
 	cp "$prom" "$work/t/prometheus"
