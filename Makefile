@@ -65,8 +65,10 @@ image: deps build
 
 # A real cluster on this machine (hack/cluster): control plane, two kubelet
 # nodes, switchyard applied from deploy/ in $(MODE). Ends with `export KUBECONFIG=...`.
+# FAMILY: the cluster's address families, ipv4, ipv6 (ULA only) or dual.
+FAMILY ?= ipv4
 cluster: deps
-	VERSION=$(VERSION) MODE=$(MODE) hack/cluster/cluster.sh up
+	VERSION=$(VERSION) MODE=$(MODE) FAMILY=$(FAMILY) hack/cluster/cluster.sh up
 
 cluster-down:
 	hack/cluster/cluster.sh down
@@ -75,17 +77,20 @@ cluster-down:
 # DNS / NodePort from a pod, a rolling update with zero failed connections,
 # cluster down.
 node-smoke: deps build
-	VERSION=$(VERSION) MODE=$(MODE) hack/cluster/smoke.sh
+	VERSION=$(VERSION) MODE=$(MODE) FAMILY=$(FAMILY) hack/cluster/smoke.sh
 
-# The smoke test in every host mode (ipvs needs IP_VS, which this kernel lacks).
+# The smoke test in every host mode (ipvs needs IP_VS, which this kernel
+# lacks): nftables on a dual-stack cluster (both families checked), iptables
+# and userspace on IPv4.
 node-smoke-all: deps build
-	for m in iptables nftables userspace; do VERSION=$(VERSION) MODE=$$m hack/cluster/smoke.sh || exit 1; done
+	for mf in iptables:ipv4 nftables:dual userspace:ipv4; do \
+	  VERSION=$(VERSION) MODE=$${mf%:*} FAMILY=$${mf#*:} hack/cluster/smoke.sh || exit 1; done
 
 # Upstream's [sig-network] e2e suite on the local cluster (not part of test):
-# make conformance MODE=iptables|nftables|userspace [PROXY=switchyard|kube-proxy]
+# make conformance MODE=iptables|nftables|userspace [FAMILY=ipv4|ipv6|dual] [PROXY=switchyard|kube-proxy]
 PROXY ?= switchyard
 conformance: deps
-	VERSION=$(VERSION) MODE=$(MODE) PROXY=$(PROXY) hack/cluster/conformance.sh
+	VERSION=$(VERSION) MODE=$(MODE) FAMILY=$(FAMILY) PROXY=$(PROXY) hack/cluster/conformance.sh
 
 clean:
 	rm -rf bin

@@ -10,6 +10,11 @@
 //	hack/cluster/smoke.sh            # cluster up, this test, cluster down
 //
 // The test itself needs SMOKE_KUBECONFIG, SMOKE_KUBECTL and
-// SMOKE_ROLLOUT_IMAGE (an image tag already on every node), and SMOKE_MODE
-// (the mode the daemon must log); without SMOKE_KUBECONFIG it skips.
+// SMOKE_ROLLOUT_IMAGE (an image tag already on every node), SMOKE_MODE
+// (the mode the daemon must log) and SMOKE_FAMILY (ipv4, ipv6 or dual: the
+// shape the cluster must have); without SMOKE_KUBECONFIG it skips. The
+// families come from the nodes' pod CIDRs: on a dual-stack cluster the
+// Service is dual-stack and every check (cluster IP, DNS A and AAAA records
+// from every DNS Service address, NodePort, the rolling update) is made in
+// both families.
 package node

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,6 +35,9 @@ type cluster struct {
 	kubectl []string // the kubectl command with its --kubeconfig
 	ns      string
 	nodes   []corev1.Node
+	// families are the cluster's IP families, primary first (from the
+	// nodes' pod CIDRs); on a dual-stack cluster every check runs in both.
+	families []corev1.IPFamily
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -59,7 +63,59 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatalf("list nodes: %v (%d nodes)", err, len(nodes.Items))
 	}
 	c.nodes = nodes.Items
+	c.families = clusterFamilies(t, c.nodes)
 	return c
+}
+
+// clusterFamilies: the IP families of the nodes' pod CIDRs (every node must
+// have the same, primary first) and their InternalIPs. SMOKE_FAMILY (ipv4,
+// ipv6 or dual), when set, is the shape the cluster must have.
+func clusterFamilies(t *testing.T, nodes []corev1.Node) []corev1.IPFamily {
+	var fams []corev1.IPFamily
+	for i, n := range nodes {
+		var got []corev1.IPFamily
+		for _, cidr := range n.Spec.PodCIDRs {
+			got = append(got, familyOf(strings.SplitN(cidr, "/", 2)[0]))
+		}
+		if i == 0 {
+			fams = got
+		} else if fmt.Sprint(got) != fmt.Sprint(fams) {
+			t.Fatalf("node %s has pod CIDRs %v, node %s %v", n.Name, n.Spec.PodCIDRs, nodes[0].Name, nodes[0].Spec.PodCIDRs)
+		}
+		for _, f := range got {
+			if nodeIP(n, f) == "" {
+				t.Fatalf("node %s has no %s InternalIP: %v", n.Name, f, n.Status.Addresses)
+			}
+		}
+	}
+	if len(fams) == 0 {
+		t.Fatalf("node %s has no pod CIDRs", nodes[0].Name)
+	}
+	want := map[string]string{"ipv4": "[IPv4]", "ipv6": "[IPv6]", "dual": "[IPv4 IPv6]"}
+	if f := os.Getenv("SMOKE_FAMILY"); f != "" && want[f] != fmt.Sprint(fams) {
+		t.Fatalf("SMOKE_FAMILY=%s but the nodes' pod CIDRs are %v (%v)", f, nodes[0].Spec.PodCIDRs, fams)
+	}
+	return fams
+}
+
+func familyOf(ip string) corev1.IPFamily {
+	if strings.Contains(ip, ":") {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
+}
+
+// hostPort joins an address and a port, with brackets around IPv6.
+func hostPort(ip, port string) string { return net.JoinHostPort(ip, port) }
+
+// ipOf returns the address of family f among ips ("" if none).
+func ipOf(ips []string, f corev1.IPFamily) string {
+	for _, ip := range ips {
+		if familyOf(ip) == f {
+			return ip
+		}
+	}
+	return ""
 }
 
 // run runs kubectl with args and returns its standard output.
@@ -87,9 +143,10 @@ func (c *cluster) poll(desc string, cond func(context.Context) (bool, error)) {
 	}
 }
 
-func nodeIP(n corev1.Node) string {
+// nodeIP: the node's InternalIP of family f.
+func nodeIP(n corev1.Node, f corev1.IPFamily) string {
 	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
+		if a.Type == corev1.NodeInternalIP && familyOf(a.Address) == f {
 			return a.Address
 		}
 	}
@@ -152,7 +209,7 @@ func (c *cluster) createNamespace() {
 }
 
 // createBackends starts one netexec pod per node behind a NodePort Service
-// and returns the Service.
+// (dual-stack on a dual-stack cluster) and returns the Service.
 func (c *cluster) createBackends() *corev1.Service {
 	ctx := context.Background()
 	labels := map[string]string{"app": "web"}
@@ -167,13 +224,21 @@ func (c *cluster) createBackends() *corev1.Service {
 			c.t.Fatal(err)
 		}
 	}
+	spec := corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels,
+		Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}
+	if len(c.families) > 1 {
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		spec.IPFamilyPolicy, spec.IPFamilies = &policy, c.families
+	}
 	svc, err := c.cs.CoreV1().Services(c.ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels,
-			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	for _, f := range c.families {
+		if ipOf(svc.Spec.ClusterIPs, f) == "" {
+			c.t.Fatalf("Service web has cluster IPs %v: none of %s", svc.Spec.ClusterIPs, f)
+		}
 	}
 	return svc
 }

@@ -27,12 +27,20 @@ func TestNodeSmoke(t *testing.T) {
 	c.createPod("client", c.nodes[0].Name, nil, "pause")
 	c.waitPodsReady()
 	np := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
-	t.Run("cluster IP", func(t *testing.T) { c.checkSpread(t, "http://"+svc.Spec.ClusterIP+"/hostname") })
-	t.Run("DNS name", func(t *testing.T) {
-		c.checkSpread(t, "http://web."+c.ns+".svc.cluster.local/hostname")
-	})
-	for _, n := range c.nodes {
-		t.Run("NodePort on "+n.Name, func(t *testing.T) { c.checkSpread(t, "http://"+nodeIP(n)+":"+np+"/hostname") })
+	name := "web." + c.ns + ".svc.cluster.local"
+	for _, f := range c.families {
+		ip := ipOf(svc.Spec.ClusterIPs, f)
+		t.Run("cluster IP "+string(f), func(t *testing.T) { c.checkSpread(t, "http://"+hostPort(ip, "80")+"/hostname") })
+		// curl -4 / -6 resolve the name to an A / AAAA record only.
+		t.Run("DNS name "+string(f), func(t *testing.T) {
+			c.checkSpread(t, curlFamily(f)+" http://"+name+"/hostname")
+		})
+		t.Run("DNS records "+string(f), func(t *testing.T) { c.checkDNS(t, name, f, ip) })
+		for _, n := range c.nodes {
+			t.Run("NodePort on "+n.Name+" "+string(f), func(t *testing.T) {
+				c.checkSpread(t, "http://"+hostPort(nodeIP(n, f), np)+"/hostname")
+			})
+		}
 	}
 	image := os.Getenv("SMOKE_ROLLOUT_IMAGE")
 	if image == "" {
@@ -77,11 +85,41 @@ func (c *cluster) checkDaemonSet(t *testing.T) {
 	}
 }
 
+func curlFamily(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return "-6"
+	}
+	return "-4"
+}
+
+// checkDNS: every address of the cluster DNS Service (each family's, on a
+// dual-stack cluster) answers the record of family f for name (A for IPv4,
+// AAAA for IPv6) with want, the Service's cluster IP of that family.
+func (c *cluster) checkDNS(t *testing.T, name string, f corev1.IPFamily, want string) {
+	dns, err := c.cs.CoreV1().Services(systemNS).Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dns.Spec.ClusterIPs) != len(c.families) {
+		t.Errorf("Service kube-dns has cluster IPs %v; want one per family %v", dns.Spec.ClusterIPs, c.families)
+	}
+	rr := map[corev1.IPFamily]string{corev1.IPv4Protocol: "A", corev1.IPv6Protocol: "AAAA"}[f]
+	for _, server := range dns.Spec.ClusterIPs {
+		out, err := c.exec("client", fmt.Sprintf(`dig +short +time=3 +tries=2 @%s %s %s`, server, name, rr))
+		if err != nil || strings.TrimSpace(out) != want {
+			t.Errorf("dig @%s %s %s: %q, %v; want %s", server, name, rr, out, err, want)
+			continue
+		}
+		t.Logf("dig @%s %s %s: %s", server, name, rr, want)
+	}
+}
+
 // checkSpread: 20 requests from the client pod all succeed and reach every
-// backend.
-func (c *cluster) checkSpread(t *testing.T, url string) {
+// backend. target is curl's URL, with options before it if need be.
+func (c *cluster) checkSpread(t *testing.T, target string) {
+	url := target
 	out, err := c.exec("client", fmt.Sprintf(
-		`for i in $(seq 20); do curl -sS -m 3 %s || echo FAIL; echo; done`, url))
+		`for i in $(seq 20); do curl -g -sS -m 3 %s || echo FAIL; echo; done`, target))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -98,17 +136,23 @@ func (c *cluster) checkSpread(t *testing.T, url string) {
 // proberScript requests TARGETS (space-separated URLs) in turn, a new
 // connection each time, and logs "<unix ms> <url> <http code>".
 const proberScript = `while true; do for u in $TARGETS; do ` +
-	`c=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$u"); echo "$(date +%s%3N) $u $c"; done; sleep 0.05; done`
+	`c=$(curl -g -s -o /dev/null -m 2 -w '%{http_code}' "$u"); echo "$(date +%s%3N) $u $c"; done; sleep 0.05; done`
 
 // checkRollingUpdate rolls the DaemonSet to image while one prober per node
 // keeps opening connections to the cluster IP and to the other node's
-// NodePort; none may fail.
+// NodePort, in every family of the cluster; none may fail, and every family
+// must have had connections.
 func (c *cluster) checkRollingUpdate(t *testing.T, svc *corev1.Service, image string) {
 	np := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	for i, n := range c.nodes {
 		other := c.nodes[(i+1)%len(c.nodes)]
-		targets := "http://" + svc.Spec.ClusterIP + "/hostname http://" + nodeIP(other) + ":" + np + "/hostname"
-		c.createPod("prober-"+n.Name, n.Name, map[string]string{"TARGETS": targets}, "bash", "-c", proberScript)
+		var targets []string
+		for _, f := range c.families {
+			targets = append(targets, "http://"+hostPort(ipOf(svc.Spec.ClusterIPs, f), "80")+"/hostname",
+				"http://"+hostPort(nodeIP(other, f), np)+"/hostname")
+		}
+		c.createPod("prober-"+n.Name, n.Name, map[string]string{"TARGETS": strings.Join(targets, " ")},
+			"bash", "-c", proberScript)
 	}
 	c.waitPodsReady()
 	time.Sleep(3 * time.Second)
@@ -123,30 +167,34 @@ func (c *cluster) checkRollingUpdate(t *testing.T, svc *corev1.Service, image st
 	rolled := time.Since(start)
 	time.Sleep(5 * time.Second)
 	end := time.Now()
-	total, failed := 0, 0
+	total, failed := map[corev1.IPFamily]int{}, map[corev1.IPFamily]int{}
 	for _, n := range c.nodes {
 		logs, err := c.run("-n", c.ns, "logs", "prober-"+n.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tot, bad := countProbes(logs, start, end)
-		t.Logf("prober on %s: %d connections during the update, %d failed: %v", n.Name, tot, len(bad), bad)
-		total, failed = total+tot, failed+len(bad)
+		for _, f := range c.families {
+			tot, bad := countProbes(logs, start, end, f)
+			t.Logf("prober on %s, %s: %d connections during the update, %d failed: %v", n.Name, f, tot, len(bad), bad)
+			total[f], failed[f] = total[f]+tot, failed[f]+len(bad)
+		}
 	}
-	t.Logf("rolling update to %s: %.1fs; %d connections, %d failed", image, rolled.Seconds(), total, failed)
-	if total == 0 || failed != 0 {
-		t.Errorf("%d of %d connections failed during the rolling update", failed, total)
+	for _, f := range c.families {
+		t.Logf("rolling update to %s: %.1fs; %s: %d connections, %d failed", image, rolled.Seconds(), f, total[f], failed[f])
+		if total[f] == 0 || failed[f] != 0 {
+			t.Errorf("%s: %d of %d connections failed during the rolling update", f, failed[f], total[f])
+		}
 	}
 	c.checkNewPods(t, image)
 }
 
-// countProbes counts the prober lines logged between start and end and
-// returns the failed ones.
-func countProbes(logs string, start, end time.Time) (int, []string) {
+// countProbes counts the prober lines of family fam (by the URL's host)
+// logged between start and end and returns the failed ones.
+func countProbes(logs string, start, end time.Time, fam corev1.IPFamily) (int, []string) {
 	total, failed := 0, []string{}
 	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
 		f := strings.Fields(l)
-		if len(f) != 3 {
+		if len(f) != 3 || urlFamily(f[1]) != fam {
 			continue
 		}
 		ms, err := strconv.ParseInt(f[0], 10, 64)
@@ -159,6 +207,14 @@ func countProbes(logs string, start, end time.Time) (int, []string) {
 		}
 	}
 	return total, failed
+}
+
+// urlFamily: the family of an http://HOST[:PORT]/... URL's literal address.
+func urlFamily(u string) corev1.IPFamily {
+	if strings.HasPrefix(strings.TrimPrefix(u, "http://"), "[") {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
 }
 
 func (c *cluster) checkNewPods(t *testing.T, image string) {

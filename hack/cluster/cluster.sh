@@ -25,6 +25,8 @@
 # 127.0.0.1:$APISERVER_HOST_PORT to the apiserver.
 #
 # Environment: MODE (iptables|nftables|userspace|ipvs; default iptables),
+# FAMILY (ipv4, ipv6 or dual: the cluster's address families, see net.sh;
+# default ipv4),
 # PROXY (switchyard, or kube-proxy: upstream v1.37.1 as kubeadm deploys it,
 # for side-by-side runs; it has no userspace mode),
 # NODES (2), CLUSTER_DIR (/tmp/switchyard-cluster), APISERVER_HOST_PORT
@@ -40,11 +42,20 @@ PREFIX=syk
 NODES="${NODES:-2}"
 MODE="${MODE:-iptables}"
 PROXY="${PROXY:-switchyard}"
+FAMILY="${FAMILY:-ipv4}"
+# IPv4 and IPv6 (ULA) addresses; FAMILY picks which the cluster uses.
 NODE_NET=172.29.0
-CP_IP=172.29.0.1
-SERVICE_CIDR=10.96.0.0/16
-KUBERNETES_SVC_IP=10.96.0.1
-DNS_IP=10.96.0.10
+NODE_NET6=fd00:29
+CP_IP4=172.29.0.1
+CP_IP6=fd00:29::1
+SERVICE_CIDR4=10.96.0.0/16
+SERVICE_CIDR6=fd00:10:96::/112
+CLUSTER_CIDR4=10.244.0.0/16
+CLUSTER_CIDR6=fd00:10:244::/56
+KUBERNETES_SVC_IP4=10.96.0.1
+KUBERNETES_SVC_IP6=fd00:10:96::1
+DNS_IP4=10.96.0.10
+DNS_IP6=fd00:10:96::a
 APISERVER_HOST_PORT="${APISERVER_HOST_PORT:-16443}"
 VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
 # Global sysctls the kubelet sets (setupKernelTunables); put back at teardown.
@@ -59,6 +70,20 @@ KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_
 . "$here/net.sh"
 # shellcheck source=hack/cluster/node.sh
 . "$here/node.sh"
+
+case "$FAMILY" in ipv4|ipv6|dual) ;; *) die "FAMILY=$FAMILY: want ipv4, ipv6 or dual" ;; esac
+# by_family V4 V6: the value (or values, comma-separated, primary first) of
+# the cluster's families.
+by_family() { case "$FAMILY" in ipv4) echo "$1" ;; ipv6) echo "$2" ;; dual) echo "$1,$2" ;; esac; }
+CP_IP="$(cp_ip)"
+APISERVER="https://$(hostport "$CP_IP" 6443)"
+SERVICE_CIDR="$(by_family "$SERVICE_CIDR4" "$SERVICE_CIDR6")"
+CLUSTER_CIDR="$(by_family "$CLUSTER_CIDR4" "$CLUSTER_CIDR6")"
+KUBERNETES_SVC_IPS="$(by_family "$KUBERNETES_SVC_IP4" "$KUBERNETES_SVC_IP6")"
+DNS_IPS="$(by_family "$DNS_IP4" "$DNS_IP6")"
+# The kubernetes Service and cluster DNS (as pods' resolv.conf names it) have
+# the primary family's address.
+DNS_IP="${DNS_IPS%%,*}"
 
 tools() {
   local line
@@ -105,14 +130,14 @@ sysctls_restore() {
 
 control_plane_up() {
   local cp="/run/netns/$PREFIX-cp" p="$D/pki"
-  kubeconfig "$D/kcm.kubeconfig" system:kube-controller-manager "https://$CP_IP:6443"
-  kubeconfig "$D/scheduler.kubeconfig" system:kube-scheduler "https://$CP_IP:6443"
+  kubeconfig "$D/kcm.kubeconfig" system:kube-controller-manager "$APISERVER"
+  kubeconfig "$D/scheduler.kubeconfig" system:kube-scheduler "$APISERVER"
   start etcd nsenter --net="$cp" -- "$BIN_K8S/etcd" --name local --data-dir "$D/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster local=http://127.0.0.1:2380 --unsafe-no-fsync
   start kube-apiserver nsenter --net="$cp" -- "$BIN_K8S/kube-apiserver" \
-    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address="$([ "$FAMILY" = ipv4 ] && echo 0.0.0.0 || echo ::)" --secure-port=6443 \
     --advertise-address="$CP_IP" --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
     --client-ca-file="$p/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
@@ -123,7 +148,7 @@ control_plane_up() {
     --kubelet-client-key="$p/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP
   start nsforward "$D/bin/nsforward" -reverse -netns "$cp" \
-    -listen "127.0.0.1:$APISERVER_HOST_PORT" -target "$CP_IP:6443"
+    -listen "127.0.0.1:$APISERVER_HOST_PORT" -target "$(hostport "$CP_IP" 6443)"
   wait_for "kube-apiserver /readyz" 120 kc get --raw /readyz
   start kube-controller-manager nsenter --net="$cp" -- "$BIN_K8S/kube-controller-manager" \
     --kubeconfig="$D/kcm.kubeconfig" --authentication-kubeconfig="$D/kcm.kubeconfig" \
@@ -140,9 +165,10 @@ nodes_up() {
   for n in $(seq "$NODES"); do node_up "$n"; done
   for n in $(seq "$NODES"); do
     wait_for "node $(node_name "$n") to register" 120 kc get node "$(node_name "$n")"
-    # No node IPAM controller: each node's pod CIDR is fixed, as its CNI config says.
+    # No node IPAM controller: each node's pod CIDRs are fixed, as its CNI
+    # config says (one per family, primary first).
     kc patch node "$(node_name "$n")" --type merge \
-      -p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$n")\",\"podCIDRs\":[\"$(pod_cidr "$n")\"]}}" >/dev/null
+      -p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$n")\",\"podCIDRs\":[\"$(pod_cidrs "$n" | sed 's/,/","/')\"]}}" >/dev/null
   done
   kc wait --for=condition=Ready node --all --timeout=180s >/dev/null
 }
@@ -169,6 +195,9 @@ EOF
     "$root/deploy/configmap.yaml" >"$ov/configmap-node.yaml"
   grep -q "^    mode: $MODE\$" "$ov/configmap-node.yaml" || die "could not set mode $MODE in the ConfigMap"
   grep -q "^      maxPerCore: 0\$" "$ov/configmap-node.yaml" || die "could not set conntrack.maxPerCore in the ConfigMap"
+  # The pod CIDRs of the cluster's families (dual: both, as kube-proxy takes them).
+  sed -i -E "s|^(    clusterCIDR: ).*|\1$CLUSTER_CIDR|" "$ov/configmap-node.yaml"
+  grep -q "^    clusterCIDR: $CLUSTER_CIDR\$" "$ov/configmap-node.yaml" || die "could not set clusterCIDR in the ConfigMap"
   printf 'patches:\n- path: configmap-node.yaml\n' >>"$ov/kustomization.yaml"
   if [ "${INIT_ONLY:-}" = 1 ]; then
     cp "$root/deploy/init-only/daemonset-init-only.yaml" "$ov/"
@@ -188,13 +217,16 @@ EOF
 deploy_kube_proxy() {
   local v; v="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$root/hack/tools/go.mod")"
   sed -e "s|__IMAGE__|localhost/kube-proxy:$v|" -e "s|__MODE__|$MODE|" \
-    -e "s|__SERVER__|https://$CP_IP:6443|" -e "s|__CLUSTER_CIDR__|10.244.0.0/16|" \
+    -e "s|__SERVER__|$APISERVER|" -e "s|__CLUSTER_CIDR__|$CLUSTER_CIDR|" \
     "$here/manifests/kube-proxy.yaml" | kc apply -f - >/dev/null
   kc -n kube-system rollout status ds/kube-proxy --timeout=180s >&2
 }
 
 deploy_coredns() {
-  sed -e "s|__COREDNS_IMAGE__|$COREDNS_IMAGE|" -e "s|__DNS_IP__|$DNS_IP|" "$here/manifests/coredns.yaml" |
+  # Dual-stack: the DNS Service gets both families' addresses (RequireDualStack).
+  sed -e "s|__COREDNS_IMAGE__|$COREDNS_IMAGE|" -e "s|__DNS_IP__|$DNS_IP|" -e "s|__DNS_IPS__|${DNS_IPS//,/\", \"}|" \
+    -e "s|__DNS_FAMILY_POLICY__|$([ "$FAMILY" = dual ] && echo RequireDualStack || echo SingleStack)|" \
+    "$here/manifests/coredns.yaml" |
     kc apply -f - >/dev/null
   kc -n kube-system rollout status deploy/coredns --timeout=180s >&2
 }
@@ -227,14 +259,14 @@ up() {
   sysctls_save
   pki
   kubeconfig "$D/admin.kubeconfig" admin "https://127.0.0.1:$APISERVER_HOST_PORT"
-  kubeconfig "$D/admin-internal.kubeconfig" admin "https://$CP_IP:6443"
+  kubeconfig "$D/admin-internal.kubeconfig" admin "$APISERVER"
   net_up
   control_plane_up
   nodes_up
   log "$NODES nodes Ready after $((SECONDS - t0))s"
   if [ "$PROXY" = kube-proxy ]; then deploy_kube_proxy; else deploy_switchyard; fi
   deploy_coredns
-  log "up in $((SECONDS - t0))s: $NODES nodes, $PROXY $([ "$PROXY" = kube-proxy ] || echo "$VERSION ")in $MODE mode (logs: $D/logs)"
+  log "up in $((SECONDS - t0))s: $NODES nodes ($FAMILY), $PROXY $([ "$PROXY" = kube-proxy ] || echo "$VERSION ")in $MODE mode (logs: $D/logs)"
   print_env
 }
 

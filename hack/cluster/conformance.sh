@@ -1,41 +1,83 @@
 #!/usr/bin/env bash
 # conformance.sh: upstream's [sig-network] e2e suite (e2e.test v1.37.1, built
 # from hack/tools/e2e) against the local cluster with PROXY (switchyard or
-# kube-proxy) in MODE. Leaves ginkgo's JUnit report and the suite's log under
-# _output/conformance/<proxy>-<mode>/ and prints
+# kube-proxy) in MODE, on a cluster of FAMILY (ipv4, ipv6 or dual). Leaves
+# ginkgo's JUnit report and the suite's log under
+# _output/conformance/<proxy>-<mode>-<family>/ and prints
 # "conformance: N passed, M failed, K skipped" as its last line.
 #
-# The skip list is upstream's sig-network kind job's, plus only what this
-# machine cannot do (SKIP_HERE below, each with its reason).
+# The skip list is that of upstream's sig-network kind job for the family
+# (ci-kubernetes-kind-network, -network-ipv6, -network-dual in test-infra's
+# config/jobs/kubernetes/sig-network/sig-network-kind.yaml), plus only what
+# this machine cannot do (SKIP_HERE below, each with its reason).
 #
 # The specs run in PROCS (default 4) parallel ginkgo processes (most of a
 # spec's time is waiting for pods); [Serial] specs run alone at the end.
 #
-# Environment: MODE (iptables), PROXY (switchyard), FOCUS (default
+# Environment: MODE (iptables), PROXY (switchyard), FAMILY (ipv4), FOCUS (default
 # \[sig-network\]), PROCS (4), KEEP=1 leaves the cluster up, E2E_ARGS (extra
-# flags for e2e.test), OUT (the report directory).
+# flags for e2e.test), OUT (the report directory). Before the teardown, the
+# proxy's pod logs, each node's rule dumps and the cluster's component logs
+# are copied to <report directory>/cluster/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
-export MODE="${MODE:-iptables}" PROXY="${PROXY:-switchyard}" CONFORMANCE_IMAGES=1
+export MODE="${MODE:-iptables}" PROXY="${PROXY:-switchyard}" FAMILY="${FAMILY:-ipv4}" CONFORMANCE_IMAGES=1
 FOCUS="${FOCUS:-\[sig-network\]}"
-# Upstream's sig-network-kind job skips these.
-SKIP_UPSTREAM='\[Feature:(Networking-IPv6|Example|Federation|PerformanceDNS)\]|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy|DualStack'
-# What this machine cannot do:
+# What this machine cannot do, on every cluster shape:
 #  SCTP            the kernel has no SCTP module
-#  IPv6            the cluster is IPv4 only (no IPv6 node or pod addresses)
 #  Internet        "should provide Internet connection for containers" dials
 #                  google.com: nothing here may leave the machine (CoreDNS has
 #                  no forwarder, the namespaces no route out)
 #  PTR forward     "should forward PTR records lookup to upstream nameserver"
 #                  first resolves 8.8.8.8's PTR (dns.google.) through the
 #                  cluster DNS's default upstream, i.e. the Internet
-SKIP_HERE='SCTP|\[Feature:SCTPConnectivity\]|IPv6|Internet connection for containers|should forward PTR records lookup to upstream nameserver'
-out="${OUT:-$root/_output/conformance/$PROXY-$MODE}"
+# (The IPv6 and dual-stack jobs skip the last two themselves.)
+SKIP_HERE='SCTP|\[Feature:SCTPConnectivity\]|Internet connection for containers|should forward PTR records lookup to upstream nameserver'
+# Upstream's sig-network kind job of the family skips these.
+case "$FAMILY" in
+  ipv4)
+    # ci-kubernetes-kind-network
+    SKIP_UPSTREAM='\[Feature:(Networking-IPv6|Example|Federation|PerformanceDNS)\]|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy|DualStack'
+    # IPv6: an IPv4-only cluster has no IPv6 node or pod addresses.
+    SKIP_HERE="$SKIP_HERE|IPv6" ;;
+  ipv6)
+    # ci-kubernetes-kind-network-ipv6
+    SKIP_UPSTREAM='\[Feature:(Networking-IPv4|Example|Federation|PerformanceDNS)\]|Internet.connection|upstream.nameserver|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy|DualStack' ;;
+  dual)
+    # ci-kubernetes-kind-network-dual: the DualStack specs run.
+    SKIP_UPSTREAM='\[Feature:(Networking-IPv4|Example|Federation|PerformanceDNS)\]|Internet.connection|upstream.nameserver|LB.health.check|LoadBalancer|load.balancer|GCE|NetworkPolicy' ;;
+  *) echo "conformance: FAMILY=$FAMILY: want ipv4, ipv6 or dual" >&2; exit 2 ;;
+esac
+out="${OUT:-$root/_output/conformance/$PROXY-$MODE-$FAMILY}"
 t0=$SECONDS
+
+# collect: what diagnosing a failure needs once the cluster is gone, into
+# $out/cluster/: the proxy's pod logs (the current and any previous
+# container) and each node's rules as the kernel holds them (nft list
+# ruleset, iptables-save and ip6tables-save inside the node's namespace).
+collect() {
+  local dir="$out/cluster" n ns p
+  [ -n "${CLUSTER_DIR:-}" ] && [ -f "$CLUSTER_DIR/admin.kubeconfig" ] || return 0
+  rm -rf "$dir"; mkdir -p "$dir"
+  for p in $("$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system get pods -l k8s-app=kube-proxy -o name 2>/dev/null); do
+    "$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system logs "$p" >"$dir/${p#pod/}.log" 2>&1 || true
+    "$kubectl" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" -n kube-system logs --previous "$p" >"$dir/${p#pod/}.previous.log" 2>/dev/null ||
+      rm -f "$dir/${p#pod/}.previous.log"
+  done
+  for n in $(seq "${NODES:-2}"); do
+    ns="/run/netns/syk-node$n"
+    [ -e "$ns" ] || continue
+    nsenter --net="$ns" nft list ruleset >"$dir/node$n.nft" 2>&1 || true
+    nsenter --net="$ns" iptables-save >"$dir/node$n.iptables" 2>&1 || true
+    nsenter --net="$ns" ip6tables-save >"$dir/node$n.ip6tables" 2>&1 || true
+  done
+  cp -r "$CLUSTER_DIR/logs" "$dir/logs" 2>/dev/null || true
+}
 
 finish() {
   local rc=$?
+  collect || true
   [ "${KEEP:-}" = 1 ] || "$cluster" down >&2 || true
   exit "$rc"
 }
@@ -69,9 +111,9 @@ kubectl="$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl"
 trap finish EXIT
 "$cluster" up
 eval "$("$cluster" env)"
-echo "conformance: $PROXY in $MODE mode, cluster up after $((SECONDS - t0))s" >&2
+echo "conformance: $PROXY in $MODE mode ($FAMILY), cluster up after $((SECONDS - t0))s" >&2
 # The suite runs inside the control plane's namespace, where node IPs,
-# NodePorts and pod IPs are reachable as from kind's host. --num-nodes as
+# NodePorts and pod IPs of every family are reachable as from kind's host. --num-nodes as
 # kind's job passes it: otherwise only the first ginkgo process counts the
 # nodes, and specs that need two skip themselves in the other processes.
 rc=0

@@ -122,12 +122,27 @@ EOF
   "name": "switchyard-local",
   "plugins": [
     {"type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$(pod_cidr "$n")"}]],
-              "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "ranges": [$(cni_ranges "$n")],
+              "routes": [$(cni_routes)]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
+}
+
+# cni_ranges N / cni_routes: host-local's ranges (one per family, primary
+# first) and the pods' default routes (the bridge is their gateway).
+cni_ranges() {
+  local f out=""
+  for f in $(families); do out+="${out:+, }[{\"subnet\": \"$(pod_cidr "$1" "$f")\"}]"; done
+  echo "$out"
+}
+cni_routes() {
+  local f out=""
+  for f in $(families); do
+    case "$f" in 4) out+="${out:+, }{\"dst\": \"0.0.0.0/0\"}" ;; 6) out+="${out:+, }{\"dst\": \"::/0\"}" ;; esac
+  done
+  echo "$out"
 }
 
 kubelet_config() {
@@ -169,7 +184,7 @@ node_up() {
   cgroup_up "$n"
   containerd_config "$n"
   kubelet_config "$n"
-  kubeconfig "$nd/kubelet.kubeconfig" "system:node:$(node_name "$n")" "https://$CP_IP:6443"
+  kubeconfig "$nd/kubelet.kubeconfig" "system:node:$(node_name "$n")" "$APISERVER"
   # BinaryName covers CRI pods only; the shim and runc are also looked up in PATH.
   start "containerd-node$n" env PATH="$BIN_CONTAINERD:$BIN_RUNC:$PATH" \
     nsenter --net="/run/netns/$(node_name "$n")" --mount="$D/ns/mnt-node$n" -- \
@@ -182,7 +197,7 @@ node_up() {
   start "kubelet-node$n" nsenter --net="/run/netns/$(node_name "$n")" --mount="$D/ns/mnt-node$n" -- \
     "$BIN_K8S/kubelet" --config "$nd/kubelet.yaml" \
     --kubeconfig "$nd/kubelet.kubeconfig" --hostname-override "$(node_name "$n")" \
-    --node-ip "$(node_ip "$n")" -v=2
+    --node-ip "$(node_ips "$n")" -v=2
 }
 
 # node_procs N: PIDs started for node N that outlive containerd (the shims,

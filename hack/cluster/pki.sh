@@ -31,12 +31,20 @@ pki() {
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -out "$D/pki/ca.crt" 2>/dev/null
   cert apiserver "/CN=kube-apiserver" \
-    "IP:127.0.0.1,IP:$CP_IP,IP:$KUBERNETES_SVC_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,$(sans),DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$D/pki/sa.key" 2>/dev/null
   openssl pkey -in "$D/pki/sa.key" -pubout -out "$D/pki/sa.pub" 2>/dev/null
   tokens
   chmod 600 "$D"/pki/*.key "$D/pki/tokens.csv"
+}
+
+# sans: the apiserver's addresses in the cluster's families (control plane,
+# kubernetes Service) as subjectAltName entries.
+sans() {
+  local ips f
+  ips="$(for f in $(families); do cp_ip "$f"; done; echo "$KUBERNETES_SVC_IPS" | tr , '\n')"
+  echo "$ips" | sed 's/^/IP:/' | paste -sd,
 }
 
 token() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # smoke.sh: the real-node smoke test of `make test`. Brings the local cluster
-# up in $MODE (binaries and images from cache after the first run), builds a
-# second switchyard image (same code, another version string) and imports
-# it, runs e2e/node's TestNodeSmoke (DaemonSet Ready, ClusterIP, DNS and
+# up in $MODE with the address families of $FAMILY (binaries and images from
+# cache after the first run), builds a second switchyard image (same code,
+# another version string) and imports it, runs e2e/node's TestNodeSmoke (DaemonSet Ready, ClusterIP, DNS and
 # NodePort from a pod, rolling update to the second image with zero failed
 # connections), and tears the cluster down whatever happened.
 #
 # It also prints the daemons' memory and CPU on the idle nodes (usage.sh).
 #
-# Environment: MODE (default iptables), KEEP=1 leaves the cluster up,
-# USAGE_SECONDS (20) the idle window.
+# On a dual-stack cluster (FAMILY=dual) every check is made in both families.
+#
+# Environment: MODE (default iptables), FAMILY (ipv4, ipv6 or dual; default
+# ipv4), KEEP=1 leaves the cluster up, USAGE_SECONDS (20) the idle window.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
-export MODE="${MODE:-iptables}"
+export MODE="${MODE:-iptables}" FAMILY="${FAMILY:-ipv4}"
 export VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
 t0=$SECONDS
 
@@ -29,7 +31,7 @@ finish() {
     "$cluster" leftovers "$absent" >&2 || { echo "smoke: teardown left the above behind" >&2; rc=1; }
   fi
   rm -f "$absent"
-  echo "smoke: ${MODE} mode, $((SECONDS - t0))s in all, exit $rc" >&2
+  echo "smoke: ${MODE} mode ($FAMILY), $((SECONDS - t0))s in all, exit $rc" >&2
   exit "$rc"
 }
 trap finish EXIT
@@ -44,5 +46,5 @@ make -C "$root" --no-print-directory build VERSION="$VERSION" >/dev/null
 kubectl="$(dirname "$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl")/kubectl"
 # The daemon's footprint on the idle nodes, before the test adds load.
 "$root/hack/cluster/usage.sh" "${USAGE_SECONDS:-20}"
-SMOKE_MODE="$MODE" SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
+SMOKE_MODE="$MODE" SMOKE_FAMILY="$FAMILY" SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
   go -C "$root" test -tags node -count=1 -timeout 15m -v -run '^TestNodeSmoke$' ./e2e/node/
