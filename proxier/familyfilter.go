@@ -17,10 +17,9 @@ type SkippedFamilyFunc func(kind string, family v1.IPFamily)
 // node does not program, as kube-proxy's per-family trackers do: a
 // single-stack IPv6 Service on an IPv4-only node, or the IPv6 slice of a
 // dual-stack Service there. A Service with a cluster IP of a programmed
-// family is kept (its other family is simply not rendered). The zero
-// value (and nil) programs both families.
+// family is kept (its other family is simply not rendered). A nil filter
+// skips nothing.
 type familyFilter struct {
-	set      bool
 	programs map[v1.IPFamily]bool
 	skipped  SkippedFamilyFunc
 
@@ -29,7 +28,7 @@ type familyFilter struct {
 }
 
 func newFamilyFilter(families []v1.IPFamily, skipped SkippedFamilyFunc) *familyFilter {
-	f := &familyFilter{set: true, programs: map[v1.IPFamily]bool{}, skipped: skipped, logged: map[string]bool{}}
+	f := &familyFilter{programs: map[v1.IPFamily]bool{}, skipped: skipped, logged: map[string]bool{}}
 	for _, fam := range families {
 		f.programs[fam] = true
 	}
@@ -40,7 +39,7 @@ func newFamilyFilter(families []v1.IPFamily, skipped SkippedFamilyFunc) *familyF
 // cluster IPs is of a programmed family. Services with unparsable cluster
 // IPs are left to the conversion, which reports them as invalid.
 func (f *familyFilter) skipsService(svc *v1.Service) bool {
-	if f == nil || !f.set || !serviceIsProxied(svc) {
+	if f == nil || !serviceIsProxied(svc) {
 		return false
 	}
 	ips, ok := parseClusterIPs(svc)
@@ -59,7 +58,7 @@ func (f *familyFilter) skipsService(svc *v1.Service) bool {
 // skipsSlice reports (and counts) a slice of an address type whose family
 // the node does not program (FQDN slices are dropped by the conversion).
 func (f *familyFilter) skipsSlice(s *discovery.EndpointSlice) bool {
-	if f == nil || !f.set {
+	if f == nil {
 		return false
 	}
 	fam, ok := sliceFamily(s)

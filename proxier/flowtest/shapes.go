@@ -96,29 +96,22 @@ func addSingleStackServices(f fixture, s Shape) {
 // singleStackCases are the rows of addSingleStackServices' Services.
 func singleStackCases(s Shape, v Variant) []Case {
 	var out []Case
-	add := func(fam, cip, node, client, outside string, eps ...string) {
+	add := func(fam, cip string, nodePort uint16, node, client, outside string, eps ...string) {
 		out = append(out,
 			row("single-stack "+fam+" service: pod to cluster IP", packet(client, v.PodInterface, cip, 80), reach(eps...)),
-			row("single-stack "+fam+" service: outside client to NodePort", packet(outside, uplink, node, nodePortOf(cip)), masq(eps...)),
+			row("single-stack "+fam+" service: outside client to NodePort", packet(outside, uplink, node, nodePort), masq(eps...)),
 			row("single-stack "+fam+" service: cluster IP on a port it does not have", packet(client, v.PodInterface, cip, 81), nothing()))
 	}
 	if s.has(v1.IPv4Protocol) {
-		add("IPv4", "10.96.0.91", nodeIPv4, podClient, outsider, "10.244.1.92:8080", "10.244.2.93:8080")
+		add("IPv4", "10.96.0.91", 30091, nodeIPv4, podClient, outsider, "10.244.1.92:8080", "10.244.2.93:8080")
 	}
 	if s.has(v1.IPv6Protocol) {
-		add("IPv6", "fd00:10:96::95", nodeIPv6, podClient6, outsider6, "[fd00:10:244:1::96]:8080", "[fd00:10:244:2::97]:8080")
+		add("IPv6", "fd00:10:96::95", 30095, nodeIPv6, podClient6, outsider6, "[fd00:10:244:1::96]:8080", "[fd00:10:244:2::97]:8080")
 	}
 	for i := range out {
 		out[i].Packet.Name = out[i].Name
 	}
 	return out
-}
-
-func nodePortOf(clusterIP string) uint16 {
-	if clusterIP == "10.96.0.91" {
-		return 30091
-	}
-	return 30095
 }
 
 // sixAll is addrs with each one's IPv6 twin after it (withV4: keep the

@@ -18,7 +18,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/conntrack"
-	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/nfacct"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -71,7 +70,7 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 // lets it clear UDP entries that would keep clients on a closed socket;
 // its port reserver holds the NodePorts (not for --cleanup).
 func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Backend, error) {
-	r, err := runner.New(runner.Options{})
+	r, err := iptablesRunner(o)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +134,7 @@ func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backen
 
 // newIPTablesBackend builds the iptables mode; reg is nil for --cleanup.
 func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
-	r, err := runner.New(runner.Options{})
+	r, err := iptablesRunner(o)
 	if err != nil {
 		return nil, err
 	}

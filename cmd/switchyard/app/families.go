@@ -99,13 +99,6 @@ func otherFamily(f v1.IPFamily) v1.IPFamily {
 	return v1.IPv4Protocol
 }
 
-func familyOfPrefix(p netip.Prefix) v1.IPFamily {
-	if p.Addr().Is4() {
-		return v1.IPv4Protocol
-	}
-	return v1.IPv6Protocol
-}
-
 // dualStack reports whether o programs both families.
 func dualStack(o *Options) bool { return len(o.Families) == 2 }
 
@@ -116,13 +109,23 @@ type realProbe struct {
 }
 
 // newRealProbe opens the iptables runner only for the modes that need
-// iptables.
-func newRealProbe(mode Mode) *realProbe {
+// iptables, and keeps it in o for the backend: opening one detects the
+// iptables mode, which can save every table (iptablesRunner).
+func newRealProbe(o *Options) *realProbe {
 	p := &realProbe{}
-	if mode != ModeNFTables {
+	if o.Mode != ModeNFTables {
 		p.ipt, p.iptErr = runner.New(runner.Options{})
+		o.IPTablesRunner = p.ipt
 	}
 	return p
+}
+
+// iptablesRunner is the runner the family probe opened, or a new one.
+func iptablesRunner(o *Options) (*runner.Runner, error) {
+	if o.IPTablesRunner != nil {
+		return o.IPTablesRunner, nil
+	}
+	return runner.New(runner.Options{})
 }
 
 func (p *realProbe) IPTables(f v1.IPFamily) error {
@@ -154,7 +157,7 @@ func (p *realProbe) KernelIPv6() error {
 // mode; then kube-proxy's checks of the settings against the families.
 func nodeFamilies(ctx context.Context, o *Options, client kubeapi.Client, nodeName string) error {
 	nodeIPs := awaitNodeIPs(ctx, client, nodeName, nodeIPPoll, nodeIPWait)
-	if err := decideFamilies(o, nodeIPs, newRealProbe(o.Mode)); err != nil {
+	if err := decideFamilies(o, nodeIPs, newRealProbe(o)); err != nil {
 		return err
 	}
 	if err := resolveNodePortAddresses(o, primaryNodeIPs(nodeIPs, o.BindAddress)); err != nil {

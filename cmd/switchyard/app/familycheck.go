@@ -35,7 +35,7 @@ func checkFamilyConfig(o *Options) error {
 // restricted in a family that seems to be in use.
 func nodePortFamilyProblems(o *Options) []error {
 	primary, other := o.PrimaryFamily, otherFamily(o.PrimaryFamily)
-	ofPrimary := len(proxier.PrefixesOfFamily(o.NodePortAddresses, primary))
+	ofPrimary := countFamily(o.NodePortAddresses, primary)
 	switch {
 	case len(o.NodePortAddresses) == 0:
 		return []error{errors.New("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`")}
@@ -88,13 +88,18 @@ func ipFamilyProblems(o *Options) (problems []error, fatal bool) {
 	return problems, fatal
 }
 
-func hasFamily(cidrs []netip.Prefix, f v1.IPFamily) bool {
+func hasFamily(cidrs []netip.Prefix, f v1.IPFamily) bool { return countFamily(cidrs, f) > 0 }
+
+// countFamily counts the CIDRs of family f (0.0.0.0/0 and ::/0 included,
+// as kube-proxy's MapCIDRsByIPFamily counts them).
+func countFamily(cidrs []netip.Prefix, f v1.IPFamily) int {
+	n := 0
 	for _, p := range cidrs {
-		if familyOfPrefix(p) == f {
-			return true
+		if proxier.FamilyOfPrefix(p) == f {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // onlyFamily: cidrs is not empty and every one is of family f.

@@ -56,7 +56,7 @@ func setupThisNode(o *Options) error {
 // anyway, so the node's addresses do not matter here.
 func initOnly(o *Options) error {
 	// No Node is read: the primary family is --bind-address's, else IPv4.
-	if err := decideFamilies(o, nil, newRealProbe(o.Mode)); err != nil {
+	if err := decideFamilies(o, nil, newRealProbe(o)); err != nil {
 		return err
 	}
 	if err := setupThisNode(o); err != nil {

@@ -9,6 +9,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/switchyard-proxy/switchyard/conntrack"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -72,6 +73,9 @@ type Options struct {
 	// (decideFamilies), never from the cluster CIDRs.
 	PrimaryFamily v1.IPFamily
 	Families      []v1.IPFamily
+	// IPTablesRunner is the runner the family probe opened at start,
+	// reused by the backend (nil: it opens its own).
+	IPTablesRunner *runner.Runner
 	// NodePodCIDRs are the Node's spec.podCIDRs found at start in NodeCIDR
 	// mode (awaitPodCIDRs); nil otherwise.
 	NodePodCIDRs []netip.Prefix
