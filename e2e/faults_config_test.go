@@ -44,7 +44,7 @@ func badConfigCases() []badConfig {
 		{"config: missing file", nil, []string{"--config=/nonexistent/kube-proxy.yaml"}, []string{"/nonexistent/kube-proxy.yaml"}},
 		{"flags: min above max sync period", nil, []string{"--iptables-min-sync-period=10s", "--iptables-sync-period=5s"},
 			[]string{"--iptables-min-sync-period", "--iptables-sync-period"}},
-		{"flags: primary with CIDRs", nil, []string{"--nodeport-addresses=primary,10.0.0.0/8"}, []string{"--nodeport-addresses", "primary"}},
+		{"flags: nodeport keyword twice", nil, []string{"--nodeport-addresses=primary,10.0.0.0/8,primary"}, []string{"--nodeport-addresses", "duplicate keyword"}},
 		{"flags: masquerade bit", nil, []string{"--iptables-masquerade-bit=40"}, []string{"--iptables-masquerade-bit", "40"}},
 		{"flags: two IPv4 cluster CIDRs", nil, []string{"--cluster-cidr=10.0.0.0/8,10.1.0.0/16"}, []string{"--cluster-cidr"}},
 		{"flags: bad mode with --cleanup", nil, []string{"--cleanup", "--proxy-mode=bogus"}, []string{"--proxy-mode", "bogus"}},

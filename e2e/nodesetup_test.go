@@ -30,10 +30,13 @@ func testConntrackTimeouts(t *testing.T, m *modeEnv) {
 	}
 }
 
-// testLocalhostNodePort: in iptables mode a NodePort answers on 127.0.0.1
-// of the node (--iptables-localhost-nodeports defaults to true and the
-// daemon sets route_localnet); in nftables mode it does not, and on ::1 it
-// never does, as in kube-proxy.
+// testLocalhostNodePort: with the default configuration a NodePort
+// answers on 127.0.0.1 of the node in iptables mode
+// (--iptables-localhost-nodeports defaults to true and the daemon sets
+// route_localnet) and in nftables mode (its default NodePort addresses
+// are "primary" and 127.0.0.1/32, served by the userspace relay:
+// KEP-6032); on ::1 it answers in neither, as the defaults name no IPv6
+// loopback.
 func testLocalhostNodePort(t *testing.T, m *modeEnv) {
 	svc := nodePortEcho(t, m.Env, "np-localhost")
 	m.eachFamily(t, func(t *testing.T, f famView) {
@@ -44,17 +47,34 @@ func testLocalhostNodePort(t *testing.T, m *modeEnv) {
 			loopback = "::1"
 		}
 		local := hostPort(loopback, svc.Spec.Ports[0].NodePort)
-		if m.mode == "iptables" && !f.is6() {
+		switch {
+		case f.is6():
+		case m.mode == "iptables":
 			checkLocalhostNodePortServed(t, m, local)
+			return
+		case m.mode == "nftables":
+			checkLocalhostNodePortRelayed(t, m, local)
 			return
 		}
 		counts, _ := framework.EchoMany(t.Context(), m.Topo.NodeNS, "tcp", local, 3)
 		for pod := range counts {
 			if pod != "" {
-				t.Errorf("%s mode: localhost NodePort %s answered (%v); kube-proxy never allows that here", m.mode, local, counts)
+				t.Errorf("%s mode: localhost NodePort %s answered (%v); its NodePort addresses name no loopback", m.mode, local, counts)
 			}
 		}
 	})
+}
+
+// checkLocalhostNodePortRelayed: the NodePort at local (127.0.0.1)
+// answers from the node through nftables mode's relay, which reports
+// its listener.
+func checkLocalhostNodePortRelayed(t *testing.T, m *modeEnv, local string) {
+	t.Helper()
+	waitServed(t, m.Topo.NodeNS, "tcp", local, podNames(m.Topo.Pods), true)
+	const metric = "kubeproxy_nftables_localhost_nodeport_listeners"
+	if n, err := m.daemon.MetricValue(t.Context(), metric, map[string]string{"ip_family": "IPv4"}); err != nil || n < 1 {
+		t.Errorf("%s{ip_family=IPv4} = %v (%v), want at least 1", metric, n, err)
+	}
 }
 
 // checkLocalhostNodePortServed: the NodePort at local (127.0.0.1) answers

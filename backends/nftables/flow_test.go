@@ -116,28 +116,44 @@ func TestNodeCIDRArrivesLater(t *testing.T) {
 }
 
 // TestNodePortAddresses: with --nodeport-addresses, NodePorts answer only
-// on local addresses inside the prefixes.
+// on local addresses inside the prefixes, and never on loopback in the
+// kernel (a loopback destination DNATed to a pod is never routed without
+// route_localnet; the localhost relay serves it instead).
 func TestNodePortAddresses(t *testing.T) {
 	state, node := flowtest.Fixture()
 	for _, tc := range []struct {
-		prefix  string
-		served  bool
-		comment string
-	}{{"192.168.0.0/24", true, "node IP inside"}, {"10.200.0.0/16", false, "node IP outside"}} {
+		prefixes []string
+		served   bool
+		comment  string
+	}{
+		{[]string{"192.168.0.0/24"}, true, "node IP inside"},
+		{[]string{"10.200.0.0/16"}, false, "node IP outside"},
+		{[]string{"0.0.0.0/0"}, true, "all"},
+		{[]string{"127.0.0.0/8", "192.168.0.10/32"}, true, "localhost and the node IP"},
+		{[]string{"127.0.0.0/8"}, false, "localhost only"},
+		{nil, true, "unset"},
+	} {
+		var prefixes []netip.Prefix
+		for _, p := range tc.prefixes {
+			prefixes = append(prefixes, netip.MustParsePrefix(p))
+		}
 		fake := nfttest.NewFake()
 		b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: node.LocalDetector,
-			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix(tc.prefix)}, Conn: fake})
+			NodePortAddresses: prefixes, Conn: fake})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustSync(t, b, state, fullDiff())
-		got, err := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}.Flow(flowtest.Packet{
-			SrcIP: netip.MustParseAddr("203.0.113.7"), DstIP: netip.MustParseAddr("192.168.0.10"), DstPort: 30080, Protocol: v1.ProtocolTCP})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if served := len(got.Endpoints) > 0; served != tc.served {
-			t.Errorf("%s (%s): NodePort reached %v, want served=%v", tc.prefix, tc.comment, got.Endpoints, tc.served)
+		for _, dst := range []string{"192.168.0.10", "127.0.0.1"} {
+			got, err := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}.Flow(flowtest.Packet{
+				SrcIP: netip.MustParseAddr("203.0.113.7"), DstIP: netip.MustParseAddr(dst), DstPort: 30080, Protocol: v1.ProtocolTCP})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.served && dst != "127.0.0.1"
+			if served := len(got.Endpoints) > 0; served != want {
+				t.Errorf("%v (%s): NodePort on %s reached %v, want served=%v", tc.prefixes, tc.comment, dst, got.Endpoints, want)
+			}
 		}
 	}
 }

@@ -96,17 +96,30 @@ func clusterIPMasquerade(fc *familyConfig, local proxier.LocalMatch) []ruleset.R
 
 // nodePortRules are one rule per set of destinations that accept
 // NodePorts, each ending with the given expressions: local addresses in
-// each --nodeport-addresses prefix, or else every local address but
-// loopback. The prefixes are configuration, so they are rules, as in the
+// each --nodeport-addresses prefix of the family, or, without any, every
+// local address. Never
+// loopback: nf_tables has no route_localnet, so a loopback destination
+// DNATed to a pod would never be routed; a prefix holding loopback gets
+// "daddr != loopback", and localhost NodePorts are served, if at all, by
+// the userspace relay (userspace.LocalhostNodePorts) the packets reach
+// untouched. The prefixes are configuration, so they are rules, as in the
 // iptables mode.
 func nodePortRules(fc *familyConfig, tail ...ruleset.Expr) []ruleset.Rule {
 	local := ruleset.FibLocal{Field: ruleset.FieldDaddr}
+	notLoopback := ruleset.Cmp{Field: ruleset.FieldDaddr, Neq: true, Prefix: fc.loopback}
 	var matches [][]ruleset.Expr
 	for _, p := range fc.nodePortAddrs {
-		matches = append(matches, []ruleset.Expr{local, ruleset.Cmp{Field: ruleset.FieldDaddr, Prefix: p.Masked()}})
+		m := []ruleset.Expr{local, ruleset.Cmp{Field: ruleset.FieldDaddr, Prefix: p.Masked()}}
+		if p.Masked().Overlaps(fc.loopback) {
+			if fc.loopback.Bits() <= p.Bits() {
+				continue // the prefix is all loopback
+			}
+			m = append(m, notLoopback)
+		}
+		matches = append(matches, m)
 	}
-	if len(matches) == 0 {
-		matches = [][]ruleset.Expr{{local, ruleset.Cmp{Field: ruleset.FieldDaddr, Neq: true, Prefix: fc.loopback}}}
+	if len(fc.nodePortAddrs) == 0 {
+		matches = [][]ruleset.Expr{{local, notLoopback}}
 	}
 	out := make([]ruleset.Rule, len(matches))
 	for i, m := range matches {

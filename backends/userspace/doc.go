@@ -188,6 +188,17 @@
 // Config.Registerer when it is set. Series of a removed service port are
 // deleted.
 //
+// # Localhost NodePorts for the kernel modes
+//
+// LocalhostNodePorts (localhost.go) lends the TCP proxy to the kernel
+// modes for KEP-6032's localhost NodePorts: one listener per TCP NodePort
+// and family on 127.0.0.1 or ::1 and the NodePort itself, relaying to the
+// Cluster endpoint selection (connections come from the node, which every
+// mode short-circuits to them). No rules: the kernel modes leave loopback
+// destinations alone, so the packets reach the listener. Metrics are
+// kube-proxy's kubeproxy_nftables_localhost_nodeport_listeners{ip_family}
+// and ..._listener_creation_failures_total{ip_family}.
+//
 // # Lifecycle
 //
 // New builds a Backend; Sync makes sockets and rules match the State;

@@ -26,6 +26,15 @@ import (
 // newBackend builds the dataplane backend of the chosen mode. Nothing is
 // written to the kernel here: the first sync does that.
 func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
+	b, err := newModeBackend(o, m, reg)
+	if err != nil {
+		return nil, err
+	}
+	return wrapLocalhostNodePorts(o, b, reg)
+}
+
+// newModeBackend builds the mode's own backend.
+func newModeBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
 	switch o.Mode {
 	case ModeIPTables:
 		return newIPTablesBackend(o, m, reg)

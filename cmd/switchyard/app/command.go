@@ -91,7 +91,6 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	opts.Logging = merged.Logging
 	warnInactive(merged, fs, opts.Mode, warn)
 	warnInactiveDetectLocal(merged, fs, opts.LocalDetector.Mode, warn)
-	warnGates(opts, warn)
 	return opts, merged, nil
 }
 

@@ -16,7 +16,9 @@ const (
 	// kube-proxy.
 	featureKubeProxyIPVS featuregate.Feature = "KubeProxyIPVS"
 	// featureNFTablesLocalhostNodePorts asks kube-proxy's nftables mode for
-	// localhost NodePorts; switchyard's nftables mode has none (warned).
+	// localhost NodePorts. switchyard serves them whenever the NodePort
+	// addresses name loopback; setting the gate to false turns that off
+	// (localhostNodePortFamilies).
 	featureNFTablesLocalhostNodePorts featuregate.Feature = "KubeProxyNFTablesLocalhostNodePorts"
 )
 
@@ -77,12 +79,4 @@ func mapString(m map[string]bool) string {
 		parts[i] = fmt.Sprintf("%s=%t", k, m[k])
 	}
 	return strings.Join(parts, ",")
-}
-
-// warnGates reports gates switchyard accepts but whose behaviour it does
-// not have.
-func warnGates(o *Options, warn func(string)) {
-	if o.Mode == ModeNFTables && o.FeatureGates.Enabled(featureNFTablesLocalhostNodePorts) {
-		warn(fmt.Sprintf("feature gate %s: switchyard's nftables mode has no localhost NodePorts; NodePorts do not answer on 127.0.0.1", featureNFTablesLocalhostNodePorts))
-	}
 }

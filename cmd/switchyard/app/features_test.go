@@ -1,7 +1,6 @@
 package app
 
 import (
-	"strings"
 	"testing"
 
 	"k8s.io/component-base/featuregate"
@@ -44,9 +43,21 @@ func TestFeatureGateLockedToDefault(t *testing.T) {
 	}
 }
 
-func TestFeatureGateWithoutBehaviourWarns(t *testing.T) {
-	res := execute(t, "--proxy-mode=nftables", "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true")
-	if res.err != nil || len(res.warnings) != 1 || !strings.Contains(res.warnings[0], "no localhost NodePorts") {
-		t.Fatalf("err %v, warnings %q", res.err, res.warnings)
+// TestLocalhostGateOff: the KubeProxyNFTablesLocalhostNodePorts gate set
+// to false turns the localhost relay off; on, or unset, it changes
+// nothing, and no gate is warned about.
+func TestLocalhostGateOff(t *testing.T) {
+	for gate, off := range map[string]bool{"": false, "=true": false, "=false": true} {
+		args := []string{"--proxy-mode=nftables"}
+		if gate != "" {
+			args = append(args, "--feature-gates=KubeProxyNFTablesLocalhostNodePorts"+gate)
+		}
+		res := execute(t, args...)
+		if res.err != nil || len(res.warnings) != 0 {
+			t.Fatalf("gate%q: err %v, warnings %q", gate, res.err, res.warnings)
+		}
+		if res.opts.LocalhostRelayOff != off {
+			t.Errorf("gate%q: LocalhostRelayOff %v, want %v", gate, res.opts.LocalhostRelayOff, off)
+		}
 	}
 }

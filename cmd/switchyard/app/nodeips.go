@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -97,24 +98,33 @@ func primaryNodeIPs(nodeIPs []netip.Addr, bind netip.Addr) []netip.Addr {
 	return out
 }
 
-// resolveNodePortAddresses turns --nodeport-addresses=primary into the
-// node's IPs (one /32 or /128 prefix per family). Unlike kube-proxy, which
-// then accepts NodePorts on every address, a node without a known IP is
-// an error: the operator asked for a restriction that cannot be made.
-// Other settings pass through unchanged.
+// resolveNodePortAddresses adds the node's IPs (one /32 or /128 prefix
+// per family) for the "primary" keyword. Unlike kube-proxy, which then
+// accepts NodePorts on every address, a node without a known IP is an
+// error when "primary" was asked for and nothing else routable was: the
+// operator asked for a restriction that cannot be made. When nftables
+// mode's default asked for it, NodePorts fall back to every address, as
+// in kube-proxy.
 func resolveNodePortAddresses(o *Options, nodeIPs []netip.Addr) error {
 	if !o.NodePortPrimary {
 		return nil
 	}
-	o.NodePortAddresses = nil
+	before := len(o.NodePortAddresses)
 	for _, ip := range nodeIPs {
 		if !ip.IsLoopback() {
 			o.NodePortAddresses = append(o.NodePortAddresses, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}
-	if len(o.NodePortAddresses) == 0 {
+	switch {
+	case len(o.NodePortAddresses) > before:
+		klog.InfoS("NodePorts restricted to the node's primary addresses", "addresses", o.NodePortAddresses)
+	case o.NodePortDefaulted:
+		klog.InfoS("The node has no addresses for --nodeport-addresses' default 'primary'; NodePorts are served on every local address", "waited", nodeIPWait)
+		o.NodePortAddresses = append(o.NodePortAddresses, nodePortKeywords["all"]...)
+	case !slices.ContainsFunc(o.NodePortAddresses, func(p netip.Prefix) bool { return !p.Addr().IsLoopback() }):
 		return fmt.Errorf("--nodeport-addresses=primary: the node has no addresses after %v (set --bind-address or list CIDRs)", nodeIPWait)
+	default:
+		klog.InfoS("The node has no addresses for --nodeport-addresses' 'primary'; the other entries stand", "addresses", o.NodePortAddresses)
 	}
-	klog.InfoS("NodePorts restricted to the node's primary addresses", "addresses", o.NodePortAddresses)
 	return nil
 }

@@ -85,10 +85,16 @@ type Options struct {
 	MasqueradeBit int
 
 	// NodePortAddresses restricts NodePorts to local addresses inside these
-	// prefixes (masked). NodePortPrimary means "the node's primary IPs".
-	// Both empty means every local address.
+	// prefixes (masked; keywords expanded). NodePortPrimary adds "the
+	// node's primary IPs" (resolveNodePortAddresses); NodePortDefaulted
+	// says the operator set nothing (nftables mode's default). Both empty
+	// means every local address.
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
+	NodePortDefaulted bool
+	// LocalhostRelayOff: the KubeProxyNFTablesLocalhostNodePorts gate was
+	// set to false, so no localhost NodePort relay runs.
+	LocalhostRelayOff bool
 
 	// MetricsBindAddress and HealthzBindAddress are "IP:port" strings
 	// accepted by net.Listen; "" disables the server.

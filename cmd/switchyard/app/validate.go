@@ -80,8 +80,11 @@ func (r *rawConfig) options() (*Options, error) {
 	}
 	o.LocalDetector = v.localDetector(o.ClusterCIDRs)
 	v.showHiddenMetrics()
-	o.NodePortAddresses, o.NodePortPrimary = v.nodePortAddresses()
+	o.NodePortAddresses, o.NodePortPrimary, o.NodePortDefaulted = v.nodePortAddresses(o.Mode)
 	o.FeatureGates = v.featureGates(o.Mode)
+	if on, set := v.raw.FeatureGates[string(featureNFTablesLocalhostNodePorts)]; set && !on {
+		o.LocalhostRelayOff = true
+	}
 	v.durations()
 	v.counts()
 	if err := errors.Join(v.errs...); err != nil {
@@ -162,16 +165,46 @@ func (v *validator) scheduler() string {
 	return s
 }
 
-// nodePortAddresses parses the CIDR list; "primary" must stand alone.
-func (v *validator) nodePortAddresses() ([]netip.Prefix, bool) {
+// nodePortAddresses parses --nodeport-addresses as kube-proxy v1.37 does:
+// CIDRs and the keywords "primary" (the node's primary IPs, resolved once
+// they are known: resolveNodePortAddresses), "localhost" (127.0.0.0/8 and
+// ::1/128) and "all" (0.0.0.0/0 and ::/0), in any combination, each
+// keyword once. Unset in nftables mode means "primary" and 127.0.0.1/32:
+// KEP-6032's default, localhost NodePorts on IPv4 through the relay
+// (localhostNodePortFamilies); kube-proxy's default there is "primary".
+func (v *validator) nodePortAddresses(mode Mode) (prefixes []netip.Prefix, primary, defaulted bool) {
 	entries := v.raw.NodePortAddresses
-	if slices.Contains(entries, "primary") {
-		if len(entries) != 1 {
-			v.fail("nodeport-addresses", strings.Join(entries, ","), `"primary" cannot be combined with CIDRs`)
-		}
-		return nil, true
+	if len(entries) == 0 && mode == ModeNFTables {
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, true, true
 	}
-	return v.cidrList("nodeport-addresses", entries, `must be a CIDR or "primary": `), false
+	seen := map[string]bool{}
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if expanded, keyword := nodePortKeywords[e]; keyword {
+			if seen[e] {
+				v.fail("nodeport-addresses", strings.Join(entries, ","), fmt.Sprintf("duplicate keyword %q", e))
+			}
+			seen[e] = true
+			primary = primary || e == "primary"
+			prefixes = append(prefixes, expanded...)
+			continue
+		}
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			v.fail("nodeport-addresses", e, "must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all': "+err.Error())
+			continue
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	return prefixes, primary, false
+}
+
+// nodePortKeywords are --nodeport-addresses' keywords and the prefixes
+// they stand for ("primary": none until the node's IPs are known).
+var nodePortKeywords = map[string][]netip.Prefix{
+	"primary":   nil,
+	"localhost": {netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+	"all":       {netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 }
 
 // bindAddress checks an "IP:port" listen address; a bare IP gets the
