@@ -9,8 +9,10 @@
 //   - Compile turns each rule into the netlink expressions the kernel
 //     receives (github.com/google/nftables), register by register;
 //   - the strict fake in backends/nftables/testing applies transactions to
-//     a Table and dumps it as nft text, and its packet tracer walks the
-//     same typed rules (Expr.Eval) to answer the shared packet-flow table.
+//     a Table and dumps it as nft text;
+//   - the packet tracer (Table.Trace) walks the same typed rules
+//     (Expr.Eval), over the fake's tables for the shared packet-flow table
+//     and over a table read back from the kernel for `switchyard explain`.
 //
 // Text is nft syntax ("nft list table" style). Every rule the backend
 // writes can be read back by nft, and all but the session-affinity rule

@@ -75,8 +75,14 @@ type Result struct {
 	Masq    bool             // masqueraded
 	Targets []netip.AddrPort // DNAT: the endpoints the connection may reach
 	// Maybe marks a match that holds only sometimes (a random draw): the
-	// tracer then follows both the rule and the rules after it.
-	Maybe bool
+	// tracer then follows both the rule and the rules after it. Chance is
+	// the probability that it holds.
+	Maybe  bool
+	Chance float64
+	// Weights, when set, are the shares of Targets (slots of an endpoint
+	// group): a new connection goes to Targets[i] with probability
+	// Weights[i] / sum(Weights). Unset: equal shares.
+	Weights []uint32
 }
 
 func matched(ok bool) (Result, error) {
@@ -188,8 +194,9 @@ func (d DNAT) Eval(_ *Packet, env Env) (Result, error) {
 	}
 	lo, hi := d.Offset, d.Offset+SlotSpace-1
 	var covered uint32
-	seen := map[netip.AddrPort]bool{}
+	seen := map[netip.AddrPort]int{}
 	var targets []netip.AddrPort
+	var weights []uint32
 	for _, e := range els {
 		a, b := e.Key[0].Num, e.KeyEnd[0].Num
 		if b < lo || a > hi {
@@ -200,16 +207,19 @@ func (d DNAT) Eval(_ *Packet, env Env) (Result, error) {
 		}
 		covered += b - a + 1
 		ap := netip.AddrPortFrom(e.Data[0].Addr, uint16(e.Data[1].Num))
-		if !seen[ap] {
-			seen[ap] = true
-			targets = append(targets, ap)
+		i, ok := seen[ap]
+		if !ok {
+			i = len(targets)
+			seen[ap] = i
+			targets, weights = append(targets, ap), append(weights, 0)
 		}
+		weights[i] += b - a + 1
 	}
 	switch covered {
 	case 0:
 		return Result{Outcome: Break}, nil
 	case SlotSpace:
-		return Result{Outcome: Final, Targets: targets}, nil
+		return Result{Outcome: Final, Targets: targets, Weights: weights}, nil
 	}
 	return Result{}, fmt.Errorf("map @%s: group at %d covers %d of %d slots", d.Map, lo, covered, SlotSpace)
 }
@@ -231,7 +241,7 @@ func (n NumgenIs) Eval(*Packet, Env) (Result, error) {
 	if n.Mod == 1 {
 		return Result{Outcome: Next}, nil
 	}
-	return Result{Outcome: Next, Maybe: true}, nil
+	return Result{Outcome: Next, Maybe: true, Chance: 1 / float64(n.Mod)}, nil
 }
 
 // Eval implements Expr.

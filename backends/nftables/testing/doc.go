@@ -1,5 +1,6 @@
 // Package testing provides a strict, stateful fake of nf_tables for the
 // nftables backend's tests (Fake, which implements nftables.Conn and dumps
-// canonical text) and a packet tracer over the fake's tables (FlowModel)
-// that answers the shared packet-flow table of proxier/flowtest.
+// canonical text) and FlowModel, which answers the shared packet-flow
+// table of proxier/flowtest by tracing the fake's tables (the tracer
+// itself is ruleset.Table.Trace, shared with `switchyard explain`).
 package testing

@@ -2,6 +2,7 @@ package testing
 
 import (
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -11,9 +12,10 @@ import (
 )
 
 // FlowModel answers the shared packet-flow table from what the backend
-// wrote into the fake: the packet walks the hooks it would cross (filter
-// then nat at prerouting, or at output for node-local traffic), then
-// nat postrouting once per endpoint it may reach.
+// wrote into the fake, with the tracer of package ruleset (Table.Trace):
+// the packet walks the hooks it would cross (filter then nat at
+// prerouting, or at output for node-local traffic), then nat postrouting
+// once per endpoint it may reach.
 type FlowModel struct {
 	Fake    *Fake
 	NodeIPs []netip.Addr
@@ -31,56 +33,31 @@ func (m FlowModel) Flow(fp flowtest.Packet) (flowtest.Expect, error) {
 	if t == nil {
 		return flowtest.Expect{MasqChecked: true}, nil
 	}
-	env := traceEnv{Table: t, local: m.NodeIPs}
-	p := &ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: protoNum(fp.Protocol), Dport: fp.DstPort, Iifname: fp.InInterface}
-	hook := "prerouting"
-	if fp.SrcLocal {
-		hook = "output"
+	p := ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: protoNum(fp.Protocol), Dport: fp.DstPort, Iifname: fp.InInterface}
+	res, err := t.Trace(p, m.NodeIPs, fp.SrcLocal)
+	if err != nil {
+		return flowtest.Expect{}, err
 	}
-	var targets []netip.AddrPort
-	for _, c := range baseChains(t, hook) {
-		v, err := runChain(env, c, p, 0)
-		if err != nil {
-			return flowtest.Expect{}, err
-		}
-		switch {
-		case v == nil:
-		case v.drop:
-			return flowtest.Expect{Drop: true}, nil
-		case v.reject:
-			return flowtest.Expect{Reject: true}, nil
-		case v.targets != nil:
-			targets = v.targets
-		}
-	}
-	return m.postrouting(env, p, targets)
+	return expectOf(res), nil
 }
 
-// postrouting runs nat postrouting for each possible endpoint (or the
-// original destination when nothing was DNATed).
-func (m FlowModel) postrouting(env traceEnv, p *ruleset.Packet, targets []netip.AddrPort) (flowtest.Expect, error) {
+// expectOf sums the paths up: refused if any path is (the masquerade
+// column is then not checked), else every endpoint some path reaches.
+func expectOf(res ruleset.TraceResult) flowtest.Expect {
 	out := flowtest.Expect{MasqChecked: true}
-	dsts := targets
-	if len(dsts) == 0 {
-		dsts = []netip.AddrPort{netip.AddrPortFrom(p.Daddr, p.Dport)}
-	}
-	for _, d := range dsts {
-		q := *p
-		q.Daddr, q.Dport, q.DNATed = d.Addr(), d.Port(), len(targets) > 0
-		for _, c := range baseChains(env.Table, "postrouting") {
-			v, err := runChain(env, c, &q, 0)
-			if err != nil {
-				return flowtest.Expect{}, err
-			}
-			if v != nil && v.masq {
-				out.Masquerade = true
-			}
+	for _, p := range res.Paths {
+		switch p.Verdict {
+		case "drop":
+			return flowtest.Expect{Drop: true}
+		case "reject":
+			return flowtest.Expect{Reject: true}
+		}
+		out.Masquerade = out.Masquerade || p.Masquerade
+		if ep := p.DNAT.String(); p.DNAT.IsValid() && !slices.Contains(out.Endpoints, ep) {
+			out.Endpoints = append(out.Endpoints, ep)
 		}
 	}
-	for _, t := range targets {
-		out.Endpoints = append(out.Endpoints, t.String())
-	}
-	return out, nil
+	return out
 }
 
 func protoNum(p v1.Protocol) uint8 {

@@ -40,6 +40,11 @@ type Path struct {
 	Masquerade bool   // SNATed / masqueraded in nat POSTROUTING
 	Mark       uint32
 	Rules      []string // every rule that matched, "table: -A CHAIN ...", in order
+	// Probability is the chance that a new connection takes this path
+	// (the random draws of -m statistic rules it won or lost); the paths'
+	// probabilities add up to 1. A recent match that may hit
+	// (RecentMayMatch) is no random draw and leaves it unchanged.
+	Probability float64
 }
 
 // TraceResult sums up every path.
@@ -74,7 +79,7 @@ func (f *Fake) Trace(fam runner.Family, pkt Packet) (TraceResult, error) {
 	tables := map[string]*table{"nat": f.tables[fam]["nat"], "filter": f.tables[fam]["filter"]}
 	f.mu.Unlock()
 	t := &tracer{tables: tables, pkt: pkt}
-	start := flow{dst: pkt.DstIP, dport: pkt.DstPort, mark: pkt.Mark}
+	start := flow{dst: pkt.DstIP, dport: pkt.DstPort, mark: pkt.Mark, prob: 1}
 	var flows []flow
 	if pkt.Local {
 		flows = t.hooks([]flow{start}, "nat/OUTPUT", "filter/OUTPUT", "nat/POSTROUTING")
@@ -111,7 +116,7 @@ func summarize(flows []flow) TraceResult {
 	var res TraceResult
 	seen := map[string]bool{}
 	for _, fl := range flows {
-		res.Paths = append(res.Paths, Path{Verdict: fl.verdict, DNAT: fl.dnat, Masquerade: fl.masq, Mark: fl.mark, Rules: fl.rules})
+		res.Paths = append(res.Paths, Path{Verdict: fl.verdict, DNAT: fl.dnat, Masquerade: fl.masq, Mark: fl.mark, Rules: fl.rules, Probability: fl.prob})
 		switch fl.verdict {
 		case "DROP":
 			res.Dropped = true

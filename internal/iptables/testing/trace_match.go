@@ -166,6 +166,36 @@ func matchStatistic(m Match) (tri, error) {
 	return matchMaybe, nil
 }
 
+// chance is the probability that r's random draw matches: "--mode
+// random --probability p", or 1/n for "--mode nth --every n" (one in n
+// connections); false when r draws nothing (a recent match).
+func chance(r *Rule) (float64, bool) {
+	m, ok := r.Match("statistic")
+	if !ok {
+		return 0, false
+	}
+	if o, ok := m.Option("--probability"); ok {
+		p, err := strconv.ParseFloat(o.Values[0], 64)
+		return negatedChance(p, o.Negated), err == nil
+	}
+	o, ok := m.Option("--every")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(o.Values[0])
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return negatedChance(1/float64(n), o.Negated), true
+}
+
+func negatedChance(p float64, neg bool) float64 {
+	if neg {
+		return 1 - p
+	}
+	return p
+}
+
 func (t *tracer) matchRecent(m Match) (tri, error) {
 	for _, o := range m.Options {
 		switch o.Name {

@@ -233,3 +233,26 @@ func TestTraceRefusesWhatItDoesNotModel(t *testing.T) {
 }
 
 func ip(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestTraceProbabilities: the statistic draws of KUBE-SVC-WEB give each
+// endpoint a third of the new connections, and the paths add up to one.
+func TestTraceProbabilities(t *testing.T) {
+	f := traceFake(t)
+	res, err := f.Trace(runner.IPv4, Packet{SrcIP: podIP, DstIP: netip.MustParseAddr("10.96.0.10"), DstPort: 80, NodeIPs: []netip.Addr{nodeIP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, per := 0.0, map[string]float64{}
+	for _, p := range res.Paths {
+		total += p.Probability
+		per[p.DNAT] += p.Probability
+	}
+	if d := total - 1; d > 1e-9 || d < -1e-9 {
+		t.Errorf("paths add up to %v, want 1", total)
+	}
+	for _, ep := range webEPs {
+		if d := per[ep] - 1.0/3; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s: probability %v, want 1/3", ep, per[ep])
+		}
+	}
+}

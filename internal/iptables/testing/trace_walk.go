@@ -15,12 +15,28 @@ type flow struct {
 	masq    bool
 	verdict string // set when the path ends: ACCEPT, DROP, REJECT
 	rules   []string
+	// prob is the chance that a new connection takes this path: the
+	// product of the random draws (-m statistic) it won or lost.
+	prob float64
 }
 
 // matched returns a copy of fl that records r.
 func (fl flow) matched(tableName string, r *Rule) flow {
 	fl.rules = append(fl.rules[:len(fl.rules):len(fl.rules)], tableName+": "+r.String())
 	return fl
+}
+
+// draw splits fl's probability between the path on which r matched and
+// the one on which it did not, when r's match is a random draw.
+func (fl flow) draw(r *Rule, m tri) (hit, miss flow) {
+	hit, miss = fl, fl
+	if m != matchMaybe {
+		return hit, miss
+	}
+	if p, ok := chance(r); ok {
+		hit.prob, miss.prob = fl.prob*p, fl.prob*(1-p)
+	}
+	return hit, miss
 }
 
 // end is how a path left a chain: terminal (a verdict, or a NAT target
@@ -115,13 +131,14 @@ func (t *tracer) walk(tbl *table, chainName string, fl flow, depth int) ([]end, 
 			if err != nil {
 				return nil, fmt.Errorf("iptablestest: trace: %s: %s: %w", tbl.name, r.String(), err)
 			}
+			hit, miss := cur.draw(r, m)
 			if m != matchYes {
-				next = append(next, cur) // the path on which r did not match
+				next = append(next, miss) // the path on which r did not match
 			}
 			if m == matchNo {
 				continue
 			}
-			cont, ends, err := t.apply(tbl, r, cur.matched(tbl.name, r), depth)
+			cont, ends, err := t.apply(tbl, r, hit.matched(tbl.name, r), depth)
 			if err != nil {
 				return nil, err
 			}
