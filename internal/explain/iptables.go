@@ -2,6 +2,7 @@ package explain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -26,7 +27,8 @@ type iptablesPlane struct {
 type TableExists func(fam runner.Family, table string) bool
 
 // ReadIPTables saves the filter and nat tables of each family with the
-// runner (iptables-save: read only) and loads them for the tracer. mode
+// runner (iptables-save: read only) and loads them for the tracer. A
+// family without iptables tools is left out (nothing programs it). mode
 // is the proxy mode, for the report (iptables, or userspace whose rules
 // are iptables rules too).
 func ReadIPTables(ctx context.Context, mode string, r runner.Interface, fams []v1.IPFamily, exists TableExists, local []netip.Addr) (Dataplane, error) {
@@ -38,6 +40,9 @@ func ReadIPTables(ctx context.Context, mode string, r runner.Interface, fams []v
 				continue
 			}
 			data, err := r.SaveTable(ctx, rf, table)
+			if errors.Is(err, runner.ErrFamilyUnavailable) {
+				break // no ip6tables on this node: the family is not programmed
+			}
 			if err != nil {
 				return nil, fmt.Errorf("saving %s %s table: %w", fam, table, err)
 			}

@@ -18,7 +18,8 @@ var Version = "dev"
 
 // NewCommand returns the switchyard root command. Executing it parses flags
 // and the optional --config file, validates everything, then calls run with
-// the resulting Options; run's error is returned unchanged.
+// the resulting Options; run's error is returned unchanged. Its subcommand
+// explain (runExplain) takes the same flags.
 func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
 	withLogging := func(ctx context.Context, o *Options) error {
 		if err := applyLogging(o); err != nil {
@@ -26,7 +27,15 @@ func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
 		}
 		return run(ctx, o)
 	}
-	return newCommand(withLogging, func(msg string) { klog.Warning(msg) })
+	warn := func(msg string) { klog.Warning(msg) }
+	cmd := newCommand(withLogging, warn)
+	cmd.AddCommand(newExplainCommand(func(ctx context.Context, o *Options, req *explainRequest) error {
+		if err := applyLogging(o); err != nil {
+			return fmt.Errorf("logging: %w", err)
+		}
+		return runExplain(ctx, o, req)
+	}, warn))
+	return cmd
 }
 
 // newCommand is NewCommand with the warning sink injected (tests record it).
