@@ -136,11 +136,12 @@ func decodeRule(fam ruleset.Family, list []byte) []ruleset.Expr {
 		in = append(in, e)
 	})
 	if failed == nil {
-		if out, err := ruleset.Decode(fam, in); err == nil {
+		var out []ruleset.Expr
+		if out, failed = ruleset.Decode(fam, in); failed == nil {
 			return out
 		}
 	}
-	return []ruleset.Expr{ruleset.Unknown{Names: names}}
+	return []ruleset.Expr{ruleset.Unknown{Names: names, Reason: failed.Error()}}
 }
 
 // readSets reads each set's description and elements.
@@ -176,8 +177,8 @@ func cloneElement(e *ruleset.Element) ruleset.Element {
 	return c
 }
 
-// readSetDescriptions dumps the table's sets: name, flags and the types
-// of keys and data, as ruleset.Set.
+// readSetDescriptions dumps the table's sets: name, flags, the types of
+// keys and data, size and comment, as ruleset.Set.
 func (n *NetlinkConn) readSetDescriptions(fam ruleset.Family, table string) ([]*ruleset.Set, error) {
 	var out []*ruleset.Set
 	err := n.dumpEach(unix.NFT_MSG_GETSET, fam, []dumpAttr{{unix.NFTA_SET_TABLE, table}}, func(attrs []byte) error {
@@ -196,6 +197,14 @@ func (n *NetlinkConn) readSetDescriptions(fam ruleset.Family, table string) ([]*
 				keyType = be32(v)
 			case unix.NFTA_SET_DATA_TYPE:
 				dataType = be32(v)
+			case unix.NFTA_SET_USERDATA:
+				s.Comment, _ = userdata.GetString(v, userdata.NFTNL_UDATA_SET_COMMENT)
+			case unix.NFTA_SET_DESC:
+				_ = eachAttr(v, func(typ uint16, v []byte) {
+					if typ == unix.NFTA_SET_DESC_SIZE {
+						s.Size = be32(v)
+					}
+				})
 			}
 		})
 		if err == nil && owner == table && s.Name != "" {

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -21,8 +22,12 @@ import (
 // tracer refuses to guess about.
 
 // Unknown stands for a rule read from the kernel that is not one
-// switchyard writes. Names lists its netlink expressions.
-type Unknown struct{ Names []string }
+// switchyard writes. Names lists its netlink expressions, Reason why it
+// did not decode.
+type Unknown struct {
+	Names  []string
+	Reason string
+}
 
 // Text implements Expr.
 func (u Unknown) Text(Family) string {
@@ -36,7 +41,7 @@ func (u Unknown) Compile(Family) ([]expr.Any, error) {
 
 // Eval implements Expr: the tracer cannot tell what the rule does.
 func (u Unknown) Eval(*Packet, Env) (Result, error) {
-	return Result{}, fmt.Errorf("rule not understood (%s): not one switchyard writes", strings.Join(u.Names, " "))
+	return Result{}, fmt.Errorf("rule not understood (%s): not one switchyard writes: %s", strings.Join(u.Names, " "), u.Reason)
 }
 
 // ParseExpr decodes one netlink expression of a rule dump (its
@@ -172,19 +177,40 @@ func sameExprs(f Family, compiled, kernel []expr.Any) error {
 }
 
 // normalized drops what the kernel answers but a sender never sets (set
-// identifiers of the transaction that created them).
+// identifiers of the transaction that created them, range ends equal to
+// their starts) and names registers
+// as they are sent: the kernel dumps a 32-bit register that starts a
+// 128-bit one (NFT_REG32_00, _04, ...) by the 128-bit name (NFT_REG_1,
+// _2, ...).
 func normalized(e expr.Any) expr.Any {
-	switch x := e.(type) {
-	case *expr.Lookup:
-		c := *x
-		c.SetID = 0
-		return &c
-	case *expr.Dynset:
-		c := *x
-		c.SetID = 0
-		return &c
+	v := reflect.New(reflect.TypeOf(e).Elem())
+	v.Elem().Set(reflect.ValueOf(e).Elem())
+	st := v.Elem()
+	for i := range st.NumField() {
+		f, name := st.Field(i), st.Type().Field(i).Name
+		switch {
+		case name == "SetID":
+			f.SetUint(0)
+		case f.Kind() == reflect.Uint32 && strings.Contains(name, "Reg"):
+			f.SetUint(uint64(reg32Name(uint32(f.Uint()))))
+		}
 	}
-	return e
+	if nat, ok := v.Interface().(*expr.NAT); ok {
+		// A range without an end is a single value: the kernel
+		// answers with the end set to the start.
+		nat.RegAddrMax = cmp.Or(nat.RegAddrMax, nat.RegAddrMin)
+		nat.RegProtoMax = cmp.Or(nat.RegProtoMax, nat.RegProtoMin)
+	}
+	return v.Interface().(expr.Any)
+}
+
+// reg32Name names a register the kernel dumped as NFT_REG_1..4 by its
+// first 32-bit register.
+func reg32Name(r uint32) uint32 {
+	if r >= unix.NFT_REG_1 && r <= unix.NFT_REG_4 {
+		return reg32 + (r-unix.NFT_REG_1)*4
+	}
+	return r
 }
 
 // ExprName is the netlink name of an expression (ParseExpr's name).
