@@ -150,8 +150,8 @@ func cleanupTable(ctx context.Context, conn Conn, fam ruleset.Family, table stri
 	return true, nil
 }
 
-// familyOf maps a Kubernetes IP family to its nf_tables family.
-func familyOf(f v1.IPFamily) ruleset.Family {
+// FamilyOf maps a Kubernetes IP family to its nf_tables family.
+func FamilyOf(f v1.IPFamily) ruleset.Family {
 	if f == v1.IPv6Protocol {
 		return ruleset.IPv6
 	}

@@ -62,7 +62,7 @@ func (fc *familyConfig) groupsOf(sp *proxier.ServicePort) []groupKey {
 // serves tells whether the family's table has anything of the port: a
 // usable protocol, a cluster IP of the family, a port number.
 func (fc *familyConfig) serves(sp *proxier.ServicePort) bool {
-	_, ok := protoNumber(sp.Protocol)
+	_, ok := ProtocolNumber(sp.Protocol)
 	cip, hasIP := sp.ClusterIP(fc.family)
 	return ok && hasIP && cip.IsValid() && sp.Port != 0
 }
@@ -83,7 +83,7 @@ func (r *portRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) *po
 	if !r.fc.serves(sp) {
 		return nil
 	}
-	p, _ := protoNumber(sp.Protocol)
+	p, _ := ProtocolNumber(sp.Protocol)
 	cip, _ := sp.ClusterIP(r.fc.family)
 	return &portView{
 		sp: sp, proto: p, clusterIP: cip.Unmap(),
@@ -264,7 +264,9 @@ func portElement(v *portView, vd *ruleset.Verdict) ruleset.Element {
 	return ruleset.Element{Key: []ruleset.Value{{Num: uint32(v.proto)}, {Num: uint32(v.sp.NodePort)}}, Verdict: vd}
 }
 
-func protoNumber(p v1.Protocol) (uint8, bool) {
+// ProtocolNumber is a Service protocol's IP protocol number; false for
+// a protocol switchyard does not program.
+func ProtocolNumber(p v1.Protocol) (uint8, bool) {
 	switch p {
 	case v1.ProtocolTCP:
 		return ruleset.ProtoTCP, true

@@ -357,4 +357,5 @@ func checkGrown(t *testing.T, kn *kernelNode, rep Report) {
 	if want := reachedBy(c); !slices.Equal(got, want) {
 		t.Errorf("connections reach %v, explain says the kernel holds %v", got, want)
 	}
+	t.Logf("explain after the API gained an endpoint:\n%s", text(rep, false))
 }

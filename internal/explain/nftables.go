@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 )
 
@@ -27,7 +28,7 @@ type nftablesPlane struct {
 func ReadNFTables(ctx context.Context, r TableReader, table string, fams []v1.IPFamily, local []netip.Addr) (Dataplane, error) {
 	p := &nftablesPlane{tables: map[ruleset.Family]*ruleset.Table{}, local: local}
 	for _, fam := range fams {
-		nf := nftFamily(fam)
+		nf := nftables.FamilyOf(fam)
 		t, ok, err := r.ReadTable(ctx, nf, table)
 		if err != nil {
 			return nil, fmt.Errorf("reading table %s %s: %w", nf, table, err)
@@ -37,13 +38,6 @@ func ReadNFTables(ctx context.Context, r TableReader, table string, fams []v1.IP
 		}
 	}
 	return p, nil
-}
-
-func nftFamily(fam v1.IPFamily) ruleset.Family {
-	if fam == v1.IPv6Protocol {
-		return ruleset.IPv6
-	}
-	return ruleset.IPv4
 }
 
 func (p *nftablesPlane) Mode() string             { return "nftables" }
@@ -60,7 +54,11 @@ func (p *nftablesPlane) Trace(pr Probe) ([]Path, error) {
 	if t == nil {
 		return []Path{{Verdict: "accept", Probability: 1}}, nil
 	}
-	pkt := ruleset.Packet{Saddr: pr.Src, Daddr: pr.Dst, L4Proto: protoNumber(pr.Protocol), Dport: pr.Port}
+	proto, ok := nftables.ProtocolNumber(pr.Protocol)
+	if !ok {
+		return nil, fmt.Errorf("protocol %q", pr.Protocol)
+	}
+	pkt := ruleset.Packet{Saddr: pr.Src, Daddr: pr.Dst, L4Proto: proto, Dport: pr.Port}
 	if !pr.FromNode {
 		pkt.Iifname = pr.InInterface
 	}
@@ -73,14 +71,4 @@ func (p *nftablesPlane) Trace(pr Probe) ([]Path, error) {
 		out = append(out, Path{Verdict: rp.Verdict, Endpoint: rp.DNAT, Masquerade: rp.Masquerade, Probability: rp.Probability, Rules: rp.Rules})
 	}
 	return out, nil
-}
-
-func protoNumber(p v1.Protocol) uint8 {
-	switch p {
-	case v1.ProtocolUDP:
-		return ruleset.ProtoUDP
-	case v1.ProtocolSCTP:
-		return ruleset.ProtoSCTP
-	}
-	return ruleset.ProtoTCP
 }

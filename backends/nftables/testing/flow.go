@@ -1,10 +1,9 @@
 package testing
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
-
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
@@ -33,7 +32,11 @@ func (m FlowModel) Flow(fp flowtest.Packet) (flowtest.Expect, error) {
 	if t == nil {
 		return flowtest.Expect{MasqChecked: true}, nil
 	}
-	p := ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: protoNum(fp.Protocol), Dport: fp.DstPort, Iifname: fp.InInterface}
+	proto, ok := nftables.ProtocolNumber(fp.Protocol)
+	if !ok {
+		return flowtest.Expect{}, fmt.Errorf("protocol %q", fp.Protocol)
+	}
+	p := ruleset.Packet{Saddr: fp.SrcIP, Daddr: fp.DstIP, L4Proto: proto, Dport: fp.DstPort, Iifname: fp.InInterface}
 	res, err := t.Trace(p, m.NodeIPs, fp.SrcLocal)
 	if err != nil {
 		return flowtest.Expect{}, err
@@ -58,14 +61,4 @@ func expectOf(res ruleset.TraceResult) flowtest.Expect {
 		}
 	}
 	return out
-}
-
-func protoNum(p v1.Protocol) uint8 {
-	switch p {
-	case v1.ProtocolUDP:
-		return ruleset.ProtoUDP
-	case v1.ProtocolSCTP:
-		return ruleset.ProtoSCTP
-	}
-	return ruleset.ProtoTCP
 }

@@ -33,6 +33,7 @@ func TestKernelExplainTrace(t *testing.T) {
 					t.Errorf("no %q in:\n%s", want, out)
 				}
 			}
+			t.Logf("explain --trace:\n%s", out)
 			out = traceIn(t, ns, "--proxy-mode="+string(mode), "--trace", "192.168.51.1", "10.96.0.20:80/tcp")
 			if !strings.Contains(out, "REJECT") {
 				t.Errorf("no REJECT in:\n%s", out)
