@@ -22,6 +22,9 @@ type Objects struct {
 	NodeName string
 	// Families are the IP families the daemon programs, primary first.
 	Families []v1.IPFamily
+	// NodePortAddresses are where NodePorts answer (--nodeport-addresses,
+	// keywords resolved); none of a family: every address of it.
+	NodePortAddresses []netip.Prefix
 }
 
 // ExpectedPort is one service port as the daemon programs it: its

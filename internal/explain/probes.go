@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -49,6 +50,9 @@ type Env struct {
 	// InInterface names the interface a packet from src arrives on;
 	// nil or "" when unknown.
 	InInterface func(src netip.Addr) string
+	// NodePortAddresses are where NodePorts answer (Objects'); none of a
+	// family: every address of it.
+	NodePortAddresses []netip.Prefix
 }
 
 // Checks lists the checks of one service port in one family: its cluster
@@ -63,7 +67,7 @@ func Checks(ep ExpectedPort, fam v1.IPFamily, env Env) []Check {
 		out = append(out, c)
 	}
 	ext, extPolicy := keys(sel.External(sp)), policyName("external", sp.ExternalPolicyLocal)
-	if node, ok := env.nodeAddr(fam); ok && sp.NodePort != 0 {
+	if node, ok := env.nodePortAddr(fam); ok && sp.NodePort != 0 {
 		p := env.fromOutside(fam, node, sp.NodePort, sp)
 		out = append(out, Check{Kind: KindNodePort, Family: fam, Probe: p, Want: ext, Policy: extPolicy})
 	}
@@ -118,9 +122,22 @@ func (env Env) fromOutside(fam v1.IPFamily, dst netip.Addr, port uint16, sp *pro
 // nodeAddr is the node's first address of the family: from its Node
 // object, else the first local one that is not loopback.
 func (env Env) nodeAddr(fam v1.IPFamily) (netip.Addr, bool) {
+	return env.firstAddr(fam, func(netip.Addr) bool { return true })
+}
+
+// nodePortAddr is the node's first address of the family that NodePorts
+// answer on.
+func (env Env) nodePortAddr(fam v1.IPFamily) (netip.Addr, bool) {
+	allowed := proxier.PrefixesOfFamily(env.NodePortAddresses, fam)
+	return env.firstAddr(fam, func(a netip.Addr) bool {
+		return len(allowed) == 0 || slices.ContainsFunc(allowed, func(p netip.Prefix) bool { return p.Contains(a) })
+	})
+}
+
+func (env Env) firstAddr(fam v1.IPFamily, ok func(netip.Addr) bool) (netip.Addr, bool) {
 	for _, list := range [][]netip.Addr{env.Node.Addresses, env.Local} {
 		for _, a := range proxier.AddrsOfFamily(list, fam) {
-			if !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+			if !a.IsLoopback() && !a.IsLinkLocalUnicast() && ok(a) {
 				return a, true
 			}
 		}

@@ -55,7 +55,7 @@ type CheckResult struct {
 // Build traces every check of every port of the Service through dp.
 func Build(o Objects, dp Dataplane, inIface func(netip.Addr) string) Report {
 	ports, node := Expected(o)
-	env := Env{Local: dp.LocalAddrs(), Node: node, InInterface: inIface}
+	env := Env{Local: dp.LocalAddrs(), Node: node, InInterface: inIface, NodePortAddresses: o.NodePortAddresses}
 	rep := Report{Service: o, Mode: dp.Mode()}
 	for _, ep := range ports {
 		pr := PortReport{Expected: ep}

@@ -131,3 +131,25 @@ func text(rep Report, verbose bool) string {
 	rep.Write(&b, verbose)
 	return b.String()
 }
+
+// TestNodePortProbeAddress: the NodePort is probed on the first node
+// address --nodeport-addresses lets NodePorts answer on.
+func TestNodePortProbeAddress(t *testing.T) {
+	o := objects(webService(), slice("web-1", eps(1, "node-b")))
+	o.Node.Status.Addresses = append(o.Node.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: "10.0.0.10"})
+	ports, node := Expected(o)
+	for _, tc := range []struct {
+		allowed []netip.Prefix
+		want    string
+	}{
+		{nil, "192.168.0.10"},
+		{[]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "10.0.0.10"},
+		{[]netip.Prefix{netip.MustParsePrefix("fd00::/8")}, "192.168.0.10"}, // no IPv4 restriction
+	} {
+		env := Env{Node: node, NodePortAddresses: tc.allowed}
+		checks := Checks(ports[0], v1.IPv4Protocol, env)
+		if got := checks[1].Probe.Dst.String(); checks[1].Kind != KindNodePort || got != tc.want {
+			t.Errorf("%v: NodePort probed on %s, want %s", tc.allowed, got, tc.want)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/internal/explain"
-	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // explainRequest is what `switchyard explain` was asked.
@@ -151,12 +150,8 @@ func selectPort(rep *explain.Report, port string) error {
 // explainFamilies are the families the daemon programs here, decided
 // without its iptables probe (which could create a legacy table): the
 // node's primary family, and the other one when the kernel has IPv6.
-func explainFamilies(o *Options, node *v1.Node) []v1.IPFamily {
-	var ips []netip.Addr
-	if node != nil {
-		ips = proxier.NodeInfoFromNode(node).Addresses
-	}
-	primary := detectPrimaryFamily(ips, o.BindAddress)
+func explainFamilies(o *Options, nodeIPs []netip.Addr) []v1.IPFamily {
+	primary := detectPrimaryFamily(nodeIPs, o.BindAddress)
 	fams := []v1.IPFamily{primary}
 	if (&realProbe{}).KernelIPv6() == nil {
 		fams = append(fams, otherFamily(primary))

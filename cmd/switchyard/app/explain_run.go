@@ -95,7 +95,23 @@ func readObjects(ctx context.Context, client kubeapi.Client, o *Options, req *ex
 		klog.InfoS("Cannot read this node's Node: topology and node addresses unknown", "node", nodeName, "err", err)
 		node = nil
 	}
-	return explain.Objects{Service: svc, Slices: slices, Node: node, NodeName: nodeName, Families: explainFamilies(o, node)}, nil
+	var ips []netip.Addr
+	if node != nil {
+		ips = proxier.NodeInfoFromNode(node).Addresses
+	}
+	return explain.Objects{Service: svc, Slices: slices, Node: node, NodeName: nodeName,
+		Families: explainFamilies(o, ips), NodePortAddresses: nodePortAddresses(o, ips)}, nil
+}
+
+// nodePortAddresses resolves --nodeport-addresses as the daemon does at
+// start ("primary": the Node's addresses); unrestricted if that fails.
+func nodePortAddresses(o *Options, nodeIPs []netip.Addr) []netip.Prefix {
+	resolved := *o
+	resolved.NodePortAddresses = slices.Clone(o.NodePortAddresses)
+	if err := resolveNodePortAddresses(&resolved, primaryNodeIPs(nodeIPs, o.BindAddress)); err != nil {
+		return nil
+	}
+	return resolved.NodePortAddresses
 }
 
 // errServiceNotFound is returned for a Service the API does not have.
