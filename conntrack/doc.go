@@ -48,6 +48,13 @@
 // proxy answers could make the proxy's reply claim the tuple the client's
 // next packet needs. Do not install the reconciler with such a backend.
 //
+// VanishedReaper (vanished.go) is an opt-in second hook for TCP: once an
+// endpoint address has been out of every EndpointSlice for a grace
+// period, it deletes the entries of TCP flows NATed from a service
+// address to it, so that clients stuck on a dead endpoint get a reset at
+// their next packet. It runs on its own timer and its own netlink
+// socket.
+//
 // Tune applies kube-proxy's conntrack settings once at start (the
 // --conntrack-* flags, the configuration file's conntrack section):
 // nf_conntrack_max and the hash size, the TCP established and close-wait

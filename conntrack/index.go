@@ -57,14 +57,18 @@ func protoNumber(p v1.Protocol) (uint8, bool) {
 	return 0, false
 }
 
-// forEachKey calls fn with every service address of sp in the family:
-// cluster, external and load-balancer IPs with the service port, and the
-// node addresses with the NodePort. TCP ports have none.
+// forEachKey calls fn with every service address of a UDP or SCTP sp in
+// the family (forEachAddress); TCP ports have none.
 func forEachKey(sp *proxier.ServicePort, family v1.IPFamily, nodeIPs []netip.Addr, fn func(flowKey)) {
-	proto, ok := protoNumber(sp.Protocol)
-	if !ok {
-		return
+	if proto, ok := protoNumber(sp.Protocol); ok {
+		forEachAddress(sp, proto, family, nodeIPs, fn)
 	}
+}
+
+// forEachAddress calls fn with every service address of sp in the
+// family, as keys of protocol proto: cluster, external and load-balancer
+// IPs with the service port, and the node addresses with the NodePort.
+func forEachAddress(sp *proxier.ServicePort, proto uint8, family v1.IPFamily, nodeIPs []netip.Addr, fn func(flowKey)) {
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
 		for _, ip := range list {
 			if proxier.FamilyOf(ip) == family {

@@ -256,7 +256,7 @@ func ipvsLoaded() bool {
 // entries in the NAT modes. The
 // userspace mode NATs nothing through conntrack for services (its own
 // sessions are reset by the proxy), so it runs without it.
-func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, error) {
+func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer) ([]proxier.PostSyncHook, error) {
 	hooks := []proxier.PostSyncHook{newMemoryReleaser(), newTakeover(leftoverSteps(o))}
 	if o.Mode == ModeUserspace {
 		return hooks, nil
@@ -265,5 +265,20 @@ func postSyncHooks(o *Options, m *metrics.Metrics) ([]proxier.PostSyncHook, erro
 	if err != nil {
 		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 	}
-	return append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m)), nil
+	hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m))
+	if !o.ResetVanished || (o.Mode != ModeIPTables && o.Mode != ModeNFTables) {
+		return hooks, nil
+	}
+	// A table of its own: the reaper runs on its timer, beside the
+	// reconciler's passes.
+	own, err := conntrack.NewNetlinkTable(netns.None())
+	if err != nil {
+		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
+	}
+	reaper, err := conntrack.NewVanishedReaper(own, conntrack.VanishedConfig{Families: o.Families, Grace: o.VanishedGrace, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("Connections to endpoints that leave every EndpointSlice end after the grace period", "grace", o.VanishedGrace)
+	return append(hooks, reaper), nil
 }

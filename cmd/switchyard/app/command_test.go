@@ -79,6 +79,7 @@ func defaultOptions() *Options {
 		UDPIdleTimeout:       250 * time.Millisecond,
 		UDPMaxSessions:       1024,
 		UserspaceTransparent: true,
+		VanishedGrace:        10 * time.Second,
 		Conntrack: conntrack.Tuning{
 			MaxPerCore: 32768, Min: 131072, TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
 		},
@@ -183,6 +184,7 @@ func fullFileOptions(path string) *Options {
 		UDPMaxSessions:       1024, // flag only: no file field
 		EnableProfiling:      true,
 		UserspaceTransparent: true,
+		VanishedGrace:        10 * time.Second,
 		OOMScoreAdj:          -500,
 		BindAddress:          netip.MustParseAddr("192.168.1.5"),
 		BindAddressHardFail:  true,
@@ -253,6 +255,7 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-udp-max-sessions=0", "--profiling",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
+			"--reset-vanished-endpoint-connections", "--vanished-endpoint-grace-period=30s",
 			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
 			"--conntrack-udp-timeout-stream=1m", "--iptables-localhost-nodeports=false", "--init-only", "--oom-score-adj=100",
@@ -273,6 +276,7 @@ func TestCommandOptions(t *testing.T) {
 				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
 					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
 				UDPIdleTimeout: time.Second, UDPMaxSessions: 0, EnableProfiling: true,
+				ResetVanished: true, VanishedGrace: 30 * time.Second,
 				Conntrack: conntrack.Tuning{Min: 7, TCPEstablishedTimeout: time.Hour, TCPBeLiberal: true,
 					UDPTimeout: 10 * time.Second, UDPStreamTimeout: time.Minute},
 			}
@@ -398,6 +402,7 @@ func TestCommandInvalid(t *testing.T) {
 		{"metrics host name", []string{"--metrics-bind-address=localhost:10249"}, []string{`invalid --metrics-bind-address "localhost:10249": must be IP:port: host is not an IP address`}},
 		{"healthz port range", file("healthzBindAddress: 0.0.0.0:70000\n"), []string{`invalid healthzBindAddress "0.0.0.0:70000": must be IP:port: port must be within 1..65535`}},
 		{"healthz port zero", []string{"--healthz-bind-address=0.0.0.0:0"}, []string{`invalid --healthz-bind-address "0.0.0.0:0"`}},
+		{"vanished grace zero", []string{"--vanished-endpoint-grace-period=0s"}, []string{`invalid --vanished-endpoint-grace-period "0s": must be greater than 0`}},
 		{"nodeport entry", []string{"--nodeport-addresses=10.0.0.0/8,10.0.0.1"}, []string{`invalid --nodeport-addresses "10.0.0.1": must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'`}},
 		{"nodeport keyword twice", file("nodePortAddresses: [primary, 10.0.0.0/8, primary]\n"), []string{`invalid nodePortAddresses "primary,10.0.0.0/8,primary": duplicate keyword "primary"`}},
 		{"nodeport unknown keyword", []string{"--nodeport-addresses=loopback"}, []string{`invalid --nodeport-addresses "loopback": must be a valid CIDR or one of the keywords`}},
@@ -504,6 +509,10 @@ portRange: 30000-32767
 			"--udp-timeout has no effect in iptables mode",
 		}},
 		{"settings of the chosen mode", "ipvs:\n  scheduler: lc\n", []string{"--proxy-mode=ipvs"}, nil},
+		{"vanished endpoints in ipvs mode", "mode: ipvs\n", []string{"--reset-vanished-endpoint-connections"}, []string{
+			"--reset-vanished-endpoint-connections has no effect in ipvs mode",
+		}},
+		{"vanished endpoints in nftables mode", "mode: nftables\n", []string{"--reset-vanished-endpoint-connections"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,6 +67,10 @@ type rawConfig struct {
 	UserspaceUDPSessions   int
 	UserspaceTransparent   bool
 	EnableProfiling        bool
+	// ResetVanished and VanishedGrace: --reset-vanished-endpoint-connections
+	// and its grace period (conntrack.VanishedReaper).
+	ResetVanished bool
+	VanishedGrace time.Duration
 
 	ConntrackMaxPerCore        int32
 	ConntrackMin               int32
@@ -103,6 +107,7 @@ func defaultRawConfig() *rawConfig {
 		// userspace.DefaultUDPMaxSessions; kube-proxy has no such cap.
 		UserspaceUDPSessions: 1024,
 		UserspaceTransparent: true,
+		VanishedGrace:        10 * time.Second, // conntrack.DefaultVanishedGrace
 		// KubeProxyConntrackConfiguration's defaults.
 		ConntrackMaxPerCore:        32768,
 		ConntrackMin:               131072,
@@ -164,6 +169,8 @@ func settings() []setting {
 		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
 		{"userspace-transparent", "", "UserspaceTransparent"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
+		{"reset-vanished-endpoint-connections", "", "ResetVanished"},
+		{"vanished-endpoint-grace-period", "", "VanishedGrace"},
 		{"conntrack-max-per-core", "conntrack.maxPerCore", "ConntrackMaxPerCore"},
 		{"conntrack-min", "conntrack.min", "ConntrackMin"},
 		{"conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", "ConntrackTCPEstablished"},
@@ -219,6 +226,8 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.UDPIdleTimeout, "udp-timeout", r.UDPIdleTimeout, "How long an idle UDP connection is kept open in userspace mode (e.g. '250ms', '2s'). Must be greater than 0.")
 	fs.IntVar(&r.UserspaceUDPSessions, "userspace-udp-max-sessions", r.UserspaceUDPSessions, "Userspace mode: the most UDP sessions (client address:port pairs) one service port's proxy socket keeps at a time; datagrams from further clients are dropped and counted. 0 means no cap.")
 	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
+	fs.BoolVar(&r.ResetVanished, "reset-vanished-endpoint-connections", r.ResetVanished, "iptables and nftables modes: once an endpoint has left every EndpointSlice for --vanished-endpoint-grace-period (its pod deleted, its node gone), delete the conntrack entries of TCP connections NATed to it through a Service, so that clients get a reset at their next packet instead of hanging until their own timeouts. Endpoints still listed (terminating ones included) are never touched.")
+	fs.DurationVar(&r.VanishedGrace, "vanished-endpoint-grace-period", r.VanishedGrace, "How long an endpoint must be out of every EndpointSlice before --reset-vanished-endpoint-connections ends its connections. Must be greater than 0.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 	fs.Int32Var(&r.OOMScoreAdj, "oom-score-adj", r.OOMScoreAdj, "The oom-score-adj value for the switchyard process. Values must be within the range [-1000, 1000].")
 	r.addNodeSetupFlags(fs)

@@ -113,6 +113,11 @@ type Options struct {
 	// endpoints of externalTrafficPolicy Local services from the
 	// client's address (--userspace-transparent).
 	UserspaceTransparent bool
+	// ResetVanished ends the TCP flows of endpoints that left every
+	// EndpointSlice, VanishedGrace after they left
+	// (--reset-vanished-endpoint-connections; conntrack.VanishedReaper).
+	ResetVanished bool
+	VanishedGrace time.Duration
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
 	// Conntrack is the conntrack tuning applied at start (--conntrack-*).

@@ -67,6 +67,8 @@ func (r *rawConfig) options() (*Options, error) {
 		UDPMaxSessions:       r.UserspaceUDPSessions,
 		EnableProfiling:      r.EnableProfiling,
 		UserspaceTransparent: r.UserspaceTransparent,
+		ResetVanished:        r.ResetVanished,
+		VanishedGrace:        r.VanishedGrace,
 		Conntrack: conntrack.Tuning{
 			MaxPerCore: int(r.ConntrackMaxPerCore), Min: int(r.ConntrackMin),
 			TCPEstablishedTimeout: r.ConntrackTCPEstablished, TCPCloseWaitTimeout: r.ConntrackTCPCloseWait,
@@ -239,6 +241,7 @@ func (v *validator) durations() {
 	v.positive("ipvs-sync-period", r.IPVSSyncPeriod)
 	v.positive("config-sync-period", r.ConfigSyncPeriod)
 	v.positive("udp-timeout", r.UDPIdleTimeout)
+	v.positive("vanished-endpoint-grace-period", r.VanishedGrace)
 	v.nonNegative("iptables-min-sync-period", r.IPTablesMinSyncPeriod)
 	v.nonNegative("ipvs-min-sync-period", r.IPVSMinSyncPeriod)
 	v.nonNegative("ipvs-tcp-timeout", r.IPVSTCPTimeout)
