@@ -30,7 +30,24 @@ func newBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (prox
 	if err != nil {
 		return nil, err
 	}
+	if err := registerServiceTraffic(o, b, reg); err != nil {
+		return nil, err
+	}
 	return wrapLocalhostNodePorts(o, b, reg)
+}
+
+// registerServiceTraffic exports the backend's per-Service counters
+// (--service-traffic-metrics); every mode's backend counts them when its
+// Config asks (ServiceTraffic).
+func registerServiceTraffic(o *Options, b proxier.Backend, reg prometheus.Registerer) error {
+	if !o.ServiceTraffic || reg == nil {
+		return nil
+	}
+	src, ok := b.(metrics.ServiceTrafficSource)
+	if !ok {
+		return fmt.Errorf("--service-traffic-metrics: %s mode does not count service traffic", o.Mode)
+	}
+	return reg.Register(metrics.NewServiceTrafficCollector(src, 0))
 }
 
 // newModeBackend builds the mode's own backend.

@@ -71,6 +71,8 @@ type rawConfig struct {
 	// and its grace period (conntrack.VanishedReaper).
 	ResetVanished bool
 	VanishedGrace time.Duration
+	// ServiceTraffic: --service-traffic-metrics.
+	ServiceTraffic bool
 
 	ConntrackMaxPerCore        int32
 	ConntrackMin               int32
@@ -171,6 +173,7 @@ func settings() []setting {
 		{"profiling", "enableProfiling", "EnableProfiling"},
 		{"reset-vanished-endpoint-connections", "", "ResetVanished"},
 		{"vanished-endpoint-grace-period", "", "VanishedGrace"},
+		{"service-traffic-metrics", "", "ServiceTraffic"},
 		{"conntrack-max-per-core", "conntrack.maxPerCore", "ConntrackMaxPerCore"},
 		{"conntrack-min", "conntrack.min", "ConntrackMin"},
 		{"conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", "ConntrackTCPEstablished"},
@@ -228,6 +231,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&r.UserspaceTransparent, "userspace-transparent", r.UserspaceTransparent, "In userspace mode, connect to the local endpoints of services with externalTrafficPolicy Local from the client's own address (IP_TRANSPARENT and policy routing), so that they see the client as in the kernel modes.")
 	fs.BoolVar(&r.ResetVanished, "reset-vanished-endpoint-connections", r.ResetVanished, "iptables and nftables modes: once an endpoint has left every EndpointSlice for --vanished-endpoint-grace-period (its pod deleted, its node gone), delete the conntrack entries of TCP connections NATed to it through a Service, so that clients get a reset at their next packet instead of hanging until their own timeouts. Endpoints still listed (terminating ones included) are never touched.")
 	fs.DurationVar(&r.VanishedGrace, "vanished-endpoint-grace-period", r.VanishedGrace, "How long an endpoint must be out of every EndpointSlice before --reset-vanished-endpoint-connections ends its connections. Must be greater than 0.")
+	fs.BoolVar(&r.ServiceTraffic, "service-traffic-metrics", r.ServiceTraffic, "Count each Service port's new connections, packets and bytes in the data plane (every mode) and export them as switchyard_service_{connections,packets,bytes}_total, read at scrape time. Series: service ports x IP families x 3. See docs/service-traffic-metrics.md for what each mode counts and what it costs.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 	fs.Int32Var(&r.OOMScoreAdj, "oom-score-adj", r.OOMScoreAdj, "The oom-score-adj value for the switchyard process. Values must be within the range [-1000, 1000].")
 	r.addNodeSetupFlags(fs)

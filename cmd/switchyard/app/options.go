@@ -118,6 +118,10 @@ type Options struct {
 	// (--reset-vanished-endpoint-connections; conntrack.VanishedReaper).
 	ResetVanished bool
 	VanishedGrace time.Duration
+	// ServiceTraffic counts every Service port's traffic in the data plane
+	// and exports it (--service-traffic-metrics,
+	// docs/service-traffic-metrics.md).
+	ServiceTraffic bool
 	// EnableProfiling serves net/http/pprof on the metrics server.
 	EnableProfiling bool
 	// Conntrack is the conntrack tuning applied at start (--conntrack-*).

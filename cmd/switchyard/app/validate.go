@@ -69,6 +69,7 @@ func (r *rawConfig) options() (*Options, error) {
 		UserspaceTransparent: r.UserspaceTransparent,
 		ResetVanished:        r.ResetVanished,
 		VanishedGrace:        r.VanishedGrace,
+		ServiceTraffic:       r.ServiceTraffic,
 		Conntrack: conntrack.Tuning{
 			MaxPerCore: int(r.ConntrackMaxPerCore), Min: int(r.ConntrackMin),
 			TCPEstablishedTimeout: r.ConntrackTCPEstablished, TCPCloseWaitTimeout: r.ConntrackTCPCloseWait,
