@@ -41,6 +41,10 @@ type Config struct {
 	// NodePortAddresses restricts NodePorts to these prefixes' local
 	// addresses; empty means every local address but loopback.
 	NodePortAddresses []netip.Prefix
+	// ServiceTraffic counts each service port's new connections, packets
+	// and bytes in per-element counters (--service-traffic-metrics; see
+	// servicetraffic.go).
+	ServiceTraffic bool
 	// Conn commits transactions and lists the tables; required.
 	Conn Conn
 	// Registerer receives the nftables mode's own metrics; nil registers
@@ -57,6 +61,7 @@ type familyConfig struct {
 	masqueradeMark uint32
 	nodePortAddrs  []netip.Prefix
 	loopback       netip.Prefix
+	serviceTraffic bool
 }
 
 func (c *Config) validate() error {
@@ -100,6 +105,7 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		fc.nft, fc.loopback = ruleset.IPv6, netip.MustParsePrefix("::1/128")
 	}
 	fc.localDetector = c.LocalDetector
+	fc.serviceTraffic = c.ServiceTraffic
 	fc.nodePortAddrs = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
 	return fc
 }

@@ -43,6 +43,14 @@
 //   - loadBalancerSourceRanges: "firewall-ips" verdict map to a
 //     "firewall-..." chain per port in filter-prerouting-pre-dnat.
 //
+//   - With --service-traffic-metrics (Config.ServiceTraffic), the sets
+//     "service-traffic" and "service-connections", keyed like
+//     "service-ips" and declared with per-element counters, are looked up
+//     first in the filter chains: every packet to a service address, and
+//     every new connection, bumps its element's counter; elements carry
+//     "namespace/name:port" as their comment, and ServiceTraffic reads
+//     them at scrape time (servicetraffic.go).
+//
 // Why shared maps of 16 groups: the kernel finds a set by name by walking
 // the table's set list for every rule that refers to one, and inserts an
 // interval by walking the map's nodes. At 10k service ports one map each

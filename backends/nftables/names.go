@@ -38,6 +38,9 @@ const (
 	setNoEndpointPorts  = "nodeports-without-endpoints"
 	setHairpin          = "hairpin-endpoints"
 	setClusterIPPorts   = "cluster-ip-ports"
+	// The counter sets of --service-traffic-metrics (servicetraffic.go).
+	setServiceTraffic     = "service-traffic"
+	setServiceConnections = "service-connections"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"
 )

@@ -256,7 +256,7 @@ func (b *batch) set(s *ruleset.Set) *gnft.Set {
 	ns := &gnft.Set{
 		Table: b.table, Name: s.Name, IsMap: s.Kind != ruleset.PlainSet,
 		Interval: s.Interval, Dynamic: s.Dynamic, HasTimeout: s.Dynamic,
-		Concatenation: s.Interval && len(s.Key) > 1, Size: s.Size, Comment: s.Comment,
+		Concatenation: s.Interval && len(s.Key) > 1, Size: s.Size, Comment: s.Comment, Counter: s.Counter,
 		KeyType: setType(b.fam, s.Key),
 	}
 	if s.Interval {

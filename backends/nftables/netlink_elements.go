@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -43,6 +44,7 @@ type elementReader struct {
 	// scratch is the element handed to fn, its values reused.
 	scratch ruleset.Element
 	verdict ruleset.Verdict
+	count   ruleset.ElementCounter
 	// starts and ends collect an interval set's elements.
 	starts []startElement
 	ends   []uint32
@@ -68,7 +70,7 @@ func (r *elementReader) message(attrs []byte) error {
 // pair, anything else handed to fn.
 func (r *elementReader) element(b []byte) error {
 	e := &r.scratch
-	e.Key, e.Data, e.Verdict, e.Tag = e.Key[:0], e.Data[:0], nil, nil
+	e.Key, e.Data, e.Verdict, e.Tag, e.Counter = e.Key[:0], e.Data[:0], nil, nil, nil
 	end := false
 	var err error
 	walkErr := eachAttr(b, func(typ uint16, v []byte) {
@@ -79,6 +81,13 @@ func (r *elementReader) element(b []byte) error {
 			end = len(v) == 4 && binary.BigEndian.Uint32(v)&unix.NFT_SET_ELEM_INTERVAL_END != 0
 		case unix.NFTA_SET_ELEM_USERDATA:
 			e.Tag = parseTag(v)
+			if r.set.Counter {
+				r.counter().Comment = parseComment(v)
+			}
+		case unix.NFTA_SET_ELEM_EXPR, nftaSetElemExpressions:
+			if r.set.Counter {
+				err = decodeCounter(typ, v, r.counter())
+			}
 		case unix.NFTA_SET_ELEM_DATA:
 			if r.set.Kind == ruleset.VerdictMap {
 				e.Verdict, err = decodeVerdict(v, &r.verdict)
@@ -215,3 +224,54 @@ func verdictName(code int32) string {
 	}
 	return fmt.Sprintf("verdict %d", code)
 }
+
+// counter is the scratch element's counter, set up on first use.
+func (r *elementReader) counter() *ruleset.ElementCounter {
+	if r.scratch.Counter == nil {
+		r.count = ruleset.ElementCounter{}
+		r.scratch.Counter = &r.count
+	}
+	return r.scratch.Counter
+}
+
+// decodeCounter reads the counts of an element's counter expression: the
+// kernel dumps one expression as NFTA_SET_ELEM_EXPR, several as a list in
+// NFTA_SET_ELEM_EXPRESSIONS.
+func decodeCounter(typ uint16, b []byte, c *ruleset.ElementCounter) error {
+	if typ == nftaSetElemExpressions {
+		var err error
+		walk := eachAttr(b, func(t uint16, v []byte) {
+			if t == unix.NFTA_LIST_ELEM && err == nil {
+				err = decodeCounter(unix.NFTA_SET_ELEM_EXPR, v, c)
+			}
+		})
+		return errors.Join(walk, err)
+	}
+	var name string
+	var data []byte
+	if err := eachAttr(b, func(t uint16, v []byte) {
+		switch t {
+		case unix.NFTA_EXPR_NAME:
+			name = string(trimNUL(v))
+		case unix.NFTA_EXPR_DATA:
+			data = v
+		}
+	}); err != nil || name != "counter" {
+		return err
+	}
+	return eachAttr(data, func(t uint16, v []byte) {
+		if len(v) != 8 {
+			return
+		}
+		switch t {
+		case unix.NFTA_COUNTER_PACKETS:
+			c.Packets = binary.BigEndian.Uint64(v)
+		case unix.NFTA_COUNTER_BYTES:
+			c.Bytes = binary.BigEndian.Uint64(v)
+		}
+	})
+}
+
+// nftaSetElemExpressions is the kernel's NFTA_SET_ELEM_EXPRESSIONS (5.11),
+// which x/sys/unix lacks.
+const nftaSetElemExpressions = 0xb

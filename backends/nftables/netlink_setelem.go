@@ -89,6 +89,8 @@ func (b *batch) element(s *ruleset.Set, e *ruleset.Element, add bool) {
 		}
 		if e.Tag != nil {
 			b.msg = appendAttr(b.msg, unix.NFTA_SET_ELEM_USERDATA, tagUserdata(e.Tag))
+		} else if e.Counter != nil && e.Counter.Comment != "" {
+			b.msg = appendAttr(b.msg, unix.NFTA_SET_ELEM_USERDATA, commentUserdata(e.Counter.Comment))
 		}
 	}
 	endNest(b.msg, at)

@@ -48,3 +48,14 @@ func parseTag(ud []byte) *ruleset.ChainTag {
 	}
 	return t
 }
+
+// A counter set's element (ruleset.ElementCounter) carries its comment as
+// nft writes one ("comment" in `nft add element`), which nft shows.
+func commentUserdata(c string) []byte {
+	return userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, c)
+}
+
+func parseComment(ud []byte) string {
+	c, _ := userdata.GetString(ud, userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+	return c
+}

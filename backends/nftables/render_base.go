@@ -43,13 +43,13 @@ func baseSets(fc *familyConfig) []*ruleset.Set {
 		{Name: setHairpin, Key: keyHairpin, Comment: "endpoint . endpoint: connections a pod makes to itself through a service"},
 		{Name: setClusterIPPorts, Key: keyDst, Comment: "ClusterIP traffic, masqueraded unless it comes from a local pod"},
 	}
-	return sets
+	return append(sets, trafficSets(fc)...)
 }
 
 // baseChains are the table-wide chains of one family; local is the node's
 // local-traffic match (only the services chain's first rule uses it).
 func baseChains(fc *familyConfig, local proxier.LocalMatch) []*ruleset.Chain {
-	checks := []ruleset.Rule{ruleset.R(newConn, jump(chainFirewallCheck)), ruleset.R(newConn, jump(chainEndpointsCheck))}
+	checks := append(trafficRules(fc), ruleset.R(newConn, jump(chainFirewallCheck)), ruleset.R(newConn, jump(chainEndpointsCheck)))
 	return []*ruleset.Chain{
 		{Name: chainFilterPrerouting, Hook: &ruleset.Hook{Type: "filter", Hook: "prerouting", Priority: prioFilterPreNAT}, Rules: checks},
 		{Name: chainFilterOutput, Hook: &ruleset.Hook{Type: "filter", Hook: "output", Priority: prioFilterPreNAT}, Rules: checks},

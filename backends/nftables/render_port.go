@@ -233,6 +233,7 @@ func (v *portView) addresses() []netip.Addr {
 // no-endpoint sets when it has no usable endpoint at all.
 func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 	for i, ip := range v.addresses() {
+		r.countTraffic(v, o, ip)
 		target := v.chains.external
 		if i == 0 {
 			target = v.chains.service

@@ -237,6 +237,10 @@ type Set struct {
 	Size uint32
 	// Comment is shown by nft.
 	Comment string
+	// Counter gives every element a counter of the packets and bytes
+	// that matched it in a lookup (nft "counter" in the set; kernel
+	// 5.11+): per-Service traffic counts (--service-traffic-metrics).
+	Counter bool
 }
 
 // Verdict is a verdict map's data.
@@ -263,6 +267,17 @@ type Element struct {
 	// Tag describes the chain the verdict goes to (kept in the element's
 	// userdata, not shown by nft); nil when it does not.
 	Tag *ChainTag
+	// Counter is an element of a counter set (Set.Counter): its comment,
+	// and, read back from the kernel, its counts; nil otherwise.
+	Counter *ElementCounter
+}
+
+// ElementCounter is what an element of a counter set carries besides its
+// key: a comment naming what it counts (written; nft shows it), and the
+// packets and bytes counted so far (read only).
+type ElementCounter struct {
+	Comment        string
+	Packets, Bytes uint64
 }
 
 // KeyText is the element key as nft prints it.
@@ -285,6 +300,8 @@ func (e *Element) Text(s *Set) string {
 		return k + " : " + e.Verdict.Text()
 	case s.Kind == DataMap:
 		return k + " : " + valuesText(s.Data, e.Data)
+	case e.Counter != nil && e.Counter.Comment != "":
+		return fmt.Sprintf("%s comment %q", k, e.Counter.Comment)
 	}
 	return k
 }

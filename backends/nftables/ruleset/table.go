@@ -100,6 +100,9 @@ func (t *Table) dumpSet(b *strings.Builder, s *SetState) {
 	if flags := s.Set.flagsText(); flags != "" {
 		fmt.Fprintf(b, "\t\tflags %s\n", flags)
 	}
+	if s.Set.Counter {
+		b.WriteString("\t\tcounter\n")
+	}
 	if s.Set.Size > 0 {
 		fmt.Fprintf(b, "\t\tsize %d\n", s.Set.Size)
 	}

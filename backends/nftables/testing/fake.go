@@ -219,3 +219,27 @@ func (f *Fake) DeleteTable(fam ruleset.Family, name string) {
 	delete(f.tables, tableKey{fam, name})
 	f.gen++
 }
+
+// CountTraffic adds packets and bytes to the counter of the element with
+// key in a counter set (ruleset.Set.Counter), as the kernel does for each
+// packet whose lookup matches it. It fails when there is no such element.
+func (f *Fake) CountTraffic(fam ruleset.Family, table, set string, key []ruleset.Value, packets, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[tableKey{fam, table}]
+	if t == nil || t.Sets[set] == nil || !t.Sets[set].Set.Counter {
+		return fmt.Errorf("counter set %s of %s %s: %w", set, fam, table, ruleset.ErrNotFound)
+	}
+	s := t.Sets[set]
+	k := ruleset.Element{Key: key}
+	e, ok := s.Elements[k.KeyText(s.Set)]
+	if !ok || e.Counter == nil {
+		return fmt.Errorf("element %s of %s: %w", k.KeyText(s.Set), set, ruleset.ErrNotFound)
+	}
+	c := *e.Counter // the committed transaction's element stays as written
+	c.Packets += packets
+	c.Bytes += bytes
+	e.Counter = &c
+	s.Elements[k.KeyText(s.Set)] = e
+	return nil
+}

@@ -153,6 +153,7 @@ func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backen
 		MasqueradeAll:     o.MasqueradeAll,
 		MasqueradeBit:     &bit,
 		NodePortAddresses: o.NodePortAddresses,
+		ServiceTraffic:    o.ServiceTraffic,
 		Conn:              nftables.NewNetlinkConn(),
 		Registerer:        reg,
 	})
