@@ -54,6 +54,8 @@ type familySync struct {
 	// repair, set by a verification that found a few chains changed
 	// behind our back, makes this partial sync rewrite them.
 	repair *repairPlan
+	// counters keeps the service traffic ipsets (nil when not counting).
+	counters *counterSetsSync
 }
 
 func newFamilySync(fam runner.Family, fc *familyConfig) *familySync {
@@ -203,7 +205,7 @@ func (f *familySync) prepareFull(ctx context.Context, r runner.Interface) (first
 
 // ensureJumps checks and adds each jump, one iptables call at a time.
 func (f *familySync) ensureJumps(r runner.Interface) error {
-	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
+	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4) {
 		if _, err := r.EnsureChain(f.fam, string(j.table), j.to); err != nil {
 			return fmt.Errorf("iptables backend: %s: ensure chain %s/%s: %w", f.fam, j.table, j.to, err)
 		}

@@ -43,7 +43,11 @@ func New(cfg Config) (*Backend, error) {
 		b.chunkRulesBound = 0
 	}
 	for _, fam := range cfg.families() {
-		b.families = append(b.families, newFamilySync(runnerFamily(fam), cfg.forFamily(fam)))
+		f := newFamilySync(runnerFamily(fam), cfg.forFamily(fam))
+		if cfg.ServiceTraffic {
+			f.counters = &counterSetsSync{sets: cfg.CounterSets, fam: fam}
+		}
+		b.families = append(b.families, f)
 	}
 	return b, nil
 }
@@ -65,6 +69,13 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	var errs []error
 	b.checkFingerprints(ctx)
 	for i, f := range b.families {
+		if f.counters != nil {
+			// Before the rules that name the sets.
+			if err := f.counters.sync(ctx, state); err != nil {
+				errs = append(errs, fmt.Errorf("iptables %s: %w", f.fam, err))
+				continue
+			}
+		}
 		out, err := f.sync(ctx, b, state, diff)
 		res.Full = res.Full || out.full
 		written[i], full[i] = out.written, out.full
@@ -150,7 +161,7 @@ func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
 	r := b.runner
 	f.prev = nil
 	var errs []error
-	for _, j := range jumpRules(false, f.fam == runner.IPv4) {
+	for _, j := range jumpRules(false, true, f.fam == runner.IPv4) {
 		if err := r.DeleteRule(f.fam, string(j.table), j.from, j.args...); err != nil {
 			errs = append(errs, fmt.Errorf("iptables cleanup: %s: delete jump %s/%s -> %s: %w", f.fam, j.table, j.from, j.to, err))
 		}

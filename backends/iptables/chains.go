@@ -156,7 +156,7 @@ func tierOf(t table, name string) tier {
 func ownedTopLevelChains(t table) []string {
 	switch t {
 	case tableMangle:
-		return []string{chainCanary}
+		return []string{chainCanary, chainServiceTraffic}
 	case tableFilter:
 		return []string{chainServices, chainExternalServices, chainNodePorts, chainForward, chainProxyFirewall, chainCanary}
 	case tableNAT:
@@ -184,7 +184,7 @@ type jumpRule struct {
 }
 
 // jumpRules are kube-proxy's iptablesJumpChains, in its order.
-func jumpRules(localhostNodePorts, ipv4 bool) []jumpRule {
+func jumpRules(localhostNodePorts, serviceTraffic, ipv4 bool) []jumpRule {
 	ctNew := []string{"-m", "conntrack", "--ctstate", "NEW"}
 	j := func(t table, from, to string, extra []string, comment string) jumpRule {
 		args := append(append([]string{}, extra...), "-m", "comment", "--comment", comment, "-j", to)
@@ -210,6 +210,9 @@ func jumpRules(localhostNodePorts, ipv4 bool) []jumpRule {
 			jumpRule{table: tableFilter, from: "INPUT", to: chainKubeletFirewall, args: []string{"-j", chainKubeletFirewall}},
 			jumpRule{table: tableFilter, from: "OUTPUT", to: chainKubeletFirewall, args: []string{"-j", chainKubeletFirewall}},
 		)
+	}
+	if serviceTraffic {
+		rules = append(rules, trafficJumps()...)
 	}
 	return rules
 }

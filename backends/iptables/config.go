@@ -55,6 +55,11 @@ type Config struct {
 	// window packets are no longer INVALID, and KUBE-FORWARD does not drop
 	// INVALID packets, as in kube-proxy.
 	ConntrackTCPLiberal bool
+	// ServiceTraffic counts each service port's new connections, packets
+	// and bytes in ipsets with counters (--service-traffic-metrics; see
+	// servicetraffic.go); CounterSets is then required.
+	ServiceTraffic bool
+	CounterSets    CounterSets
 	// Runner runs iptables; required.
 	Runner runner.Interface
 	// Metrics receives the iptables metrics; nil disables them.
@@ -81,6 +86,7 @@ type familyConfig struct {
 	localhostNodePorts bool
 	nfacct             bool
 	dropInvalid        bool
+	serviceTraffic     bool
 }
 
 func (c *Config) validate() error {
@@ -97,6 +103,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.LocalDetector.Validate(); err != nil {
 		return fmt.Errorf("iptables backend: local-traffic detection: %w", err)
+	}
+	if c.ServiceTraffic && c.CounterSets == nil {
+		return fmt.Errorf("iptables backend: service traffic counters without ipsets")
 	}
 	if c.ChunkRules < 0 {
 		return fmt.Errorf("iptables backend: negative chunk size %d", c.ChunkRules)
@@ -132,6 +141,7 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		nfacct:             c.NFAcct,
 		dropInvalid:        !c.ConntrackTCPLiberal,
 		localDetector:      c.LocalDetector,
+		serviceTraffic:     c.ServiceTraffic,
 	}
 	fc.nodePortAddresses = proxier.PrefixesOfFamily(c.NodePortAddresses, family)
 	return fc

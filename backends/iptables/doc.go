@@ -79,6 +79,14 @@
 // still references is committed again without the deletions: the new
 // rules take effect and the next full sync retries (apply_deletes.go).
 //
+// With --service-traffic-metrics (Config.ServiceTraffic) mangle
+// KUBE-SERVICE-TRAFFIC, jumped to from mangle PREROUTING and OUTPUT,
+// matches every packet against hash:ip,port ipsets with counters whose
+// members are the service addresses, commented "namespace/name:port":
+// one lookup per packet, not a rule per Service (servicetraffic.go). The
+// sets are kept by difference before each sync's restore, through
+// CounterSets; ServiceTraffic reads them at scrape time.
+//
 // The jumps from the built-in chains (PREROUTING, OUTPUT, POSTROUTING,
 // INPUT, FORWARD) are not in the payload: other programs own those chains.
 // They are ensured one by one on full syncs, and removed by Cleanup.

@@ -59,7 +59,7 @@ func (f *familySync) surveyTables(ctx context.Context, r runner.Interface) (plan
 			f.noteLeftovers(data)
 		}
 		present, rules := builtinRules(data)
-		for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
+		for _, j := range jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4) {
 			if j.table != t || present[j.saveLine()] {
 				continue
 			}

@@ -74,7 +74,7 @@ func TestFirstSyncAfterRestart(t *testing.T) {
 			t.Errorf("restore %d lists a big table or inserts a jump that exists:\n%.300s", i, c.Data)
 		}
 	}
-	for _, j := range jumpRules(false, true) {
+	for _, j := range jumpRules(false, false, true) {
 		if got := jumpsTo(fake, string(j.table), j.from, j.to); got != 1 {
 			t.Errorf("%s/%s holds %d jumps to %s, want 1", j.table, j.from, got, j.to)
 		}

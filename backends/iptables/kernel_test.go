@@ -171,7 +171,7 @@ func checkInstalled(t *testing.T, d tableDump, rs *Ruleset) {
 			t.Errorf("%s: chain %s in the kernel differs from the render (-rendered +kernel):\n%s", rs.family, key, diff)
 		}
 	}
-	for _, j := range jumpRules(false, rs.family == v1.IPv4Protocol) {
+	for _, j := range jumpRules(false, false, rs.family == v1.IPv4Protocol) {
 		key := string(j.table) + "/" + j.from
 		if !slices.ContainsFunc(d[key], func(r string) bool { return strings.HasSuffix(r, "-j "+j.to) }) {
 			t.Errorf("%s: no jump from %s to %s: %q", rs.family, key, j.to, d[key])

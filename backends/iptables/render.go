@@ -205,6 +205,7 @@ func baseChains(fc *familyConfig) []*chainRules {
 			rule(chainPostrouting, comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")),
 		newChain(tableFilter, chainForward, forwardRules(fc, mark)...),
 	}
+	out = append(out, trafficChain(fc)...)
 	if fc.localhostNodePorts {
 		// route_localnet opens a hole (kubernetes#90259) this rule closes;
 		// kubelet writes the same rule.

@@ -137,7 +137,7 @@ func (f *familySync) verifiedChains() []chainKey {
 // -F` flushes INPUT, FORWARD and OUTPUT with everything else).
 func (f *familySync) verifyJumps(ctx context.Context, l runner.ChainLister) (string, error) {
 	listed := map[chainKey][]string{}
-	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
+	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4) {
 		k := chainKey{table: j.table, name: j.from}
 		rules, ok := listed[k]
 		if !ok {

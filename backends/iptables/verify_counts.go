@@ -102,7 +102,7 @@ func (f *familySync) verifyNFT(ctx context.Context, ur runner.ChainUseReader) (s
 
 // verifyNFTJumps checks that the built-in chains still jump to ours.
 func (f *familySync) verifyNFTJumps(ctx context.Context, ur runner.ChainUseReader) (string, error) {
-	jumps := jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4)
+	jumps := jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4)
 	from := map[table][]string{}
 	for _, j := range jumps {
 		if !slices.Contains(from[j.table], j.from) {
@@ -141,7 +141,7 @@ func (f *familySync) verifyLegacy(ctx context.Context, rc runner.RuleCounter) (s
 		}
 		counts[t] = c
 	}
-	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fam == runner.IPv4) {
+	for _, j := range jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4) {
 		if !slices.Contains(counts[j.table].Jumps[j.from], j.to) {
 			return fmt.Sprintf("the jump %s/%s -> %s is gone", j.table, j.from, j.to), nil, nil
 		}

@@ -42,7 +42,6 @@
 //     an operator's `nft list ruleset` must work).
 //   - loadBalancerSourceRanges: "firewall-ips" verdict map to a
 //     "firewall-..." chain per port in filter-prerouting-pre-dnat.
-//
 //   - With --service-traffic-metrics (Config.ServiceTraffic), the sets
 //     "service-traffic" and "service-connections", keyed like
 //     "service-ips" and declared with per-element counters, are looked up

@@ -175,6 +175,8 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registere
 		MasqueradeBit:       &bit,
 		NodePortAddresses:   o.NodePortAddresses,
 		LocalhostNodePorts:  localhostNodePorts(o),
+		ServiceTraffic:      o.ServiceTraffic,
+		CounterSets:         iptables.IPSetRunner{},
 		Runner:              r,
 		Metrics:             m,
 		// Repairs within one sync period even while changes keep
