@@ -33,6 +33,7 @@ type portRender struct {
 	entries []setEntry
 	filter  []string // filter-table rules ("-A CHAIN ...")
 	nat     []string // nat-table rules
+	port    uint16   // the Service port's number (service traffic labels)
 }
 
 // renderContext is what every service port of a family renders with.
@@ -72,7 +73,7 @@ func endpointKeys(eps []proxier.Endpoint) []netip.AddrPort {
 // fwmark (0: none, see needsMark).
 func renderPort(rc *renderContext, sp *proxier.ServicePort, eps []proxier.Endpoint, mark uint32) *portRender {
 	s := selectFor(rc, sp, eps)
-	r := &portRender{}
+	r := &portRender{port: sp.Port}
 	renderServers(rc, r, sp, s, mark)
 	renderSets(rc, r, sp)
 	renderRules(rc, r, sp, s, mark)

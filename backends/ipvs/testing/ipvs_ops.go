@@ -1,6 +1,7 @@
 package ipvstest
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 	"syscall"
@@ -215,5 +216,18 @@ func (f *FakeIPVS) SetConfig(c *ipvs.Config) error {
 		f.config.TimeoutUDP = c.TimeoutUDP
 	}
 	f.record("SetConfig tcp=%v tcpfin=%v udp=%v", c.TimeoutTCP, c.TimeoutTCPFin, c.TimeoutUDP)
+	return nil
+}
+
+// SetStats sets a virtual server's counters (ServiceKey names it), as the
+// kernel's own counting would; GetServices returns them.
+func (f *FakeIPVS) SetStats(key string, stats ipvs.SvcStats) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.services[key]
+	if !ok {
+		return fmt.Errorf("no virtual server %s", key)
+	}
+	s.svc.Stats = stats
 	return nil
 }

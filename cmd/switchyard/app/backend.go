@@ -45,7 +45,9 @@ func registerServiceTraffic(o *Options, b proxier.Backend, reg prometheus.Regist
 	}
 	src, ok := b.(metrics.ServiceTrafficSource)
 	if !ok {
-		return fmt.Errorf("--service-traffic-metrics: %s mode does not count service traffic", o.Mode)
+		// The userspace relay does not count them yet.
+		klog.InfoS("--service-traffic-metrics has no effect in this mode", "mode", o.Mode)
+		return nil
 	}
 	return reg.Register(metrics.NewServiceTrafficCollector(src, 0))
 }
