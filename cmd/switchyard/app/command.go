@@ -105,11 +105,9 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 
 func userspaceOnly(flag string) bool { return flag == "udp-timeout" || flag == "userspace-transparent" }
 
-// conntrackNATOnly: settings of the modes whose service flows are
-// conntrack NAT entries. ipvs ends the flows of a removed real server
-// itself (expire_nodest_conn=1); the userspace proxy's own connections
-// are not conntrack NAT.
-func conntrackNATOnly(flag string) bool {
+// notIPVS: settings every mode but ipvs has. ipvs ends the flows of a
+// removed real server itself (expire_nodest_conn=1).
+func notIPVS(flag string) bool {
 	return flag == "reset-vanished-endpoint-connections" || flag == "vanished-endpoint-grace-period"
 }
 
@@ -124,7 +122,7 @@ func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string))
 		}
 		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
 		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) ||
-			(conntrackNATOnly(s.flag) && mode != ModeIPTables && mode != ModeNFTables) {
+			(notIPVS(s.flag) && mode == ModeIPVS) {
 			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
 		}
 	}

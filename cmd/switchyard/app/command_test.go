@@ -513,6 +513,7 @@ portRange: 30000-32767
 			"--reset-vanished-endpoint-connections has no effect in ipvs mode",
 		}},
 		{"vanished endpoints in nftables mode", "mode: nftables\n", []string{"--reset-vanished-endpoint-connections"}, nil},
+		{"vanished endpoints in userspace mode", "mode: userspace\n", []string{"--reset-vanished-endpoint-connections"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,7 +62,7 @@ func Run(ctx context.Context, o *Options) error {
 		defer c.Close()
 	}
 	backend = newFullSyncGC(backend)
-	hooks, err := postSyncHooks(o, m, reg)
+	hooks, err := postSyncHooks(o, m, reg, backend)
 	if err != nil {
 		return err
 	}
