@@ -36,17 +36,17 @@ type VanishedConfig struct {
 	NodeIPs []netip.Addr
 	// Clock times the grace period; nil means the real clock.
 	Clock clock.WithDelayedExecution
-	// Relays are userspace relays whose connections to vanished
-	// endpoints end too (the userspace mode, the localhost NodePort
-	// relay).
+	// Relays are backends whose own connections to vanished endpoints
+	// end too (ConnectionEnder).
 	Relays []ConnectionEnder
 	// Registerer receives switchyard_vanished_endpoint_connections_ended_total;
 	// nil registers it nowhere (it is still counted).
 	Registerer prometheus.Registerer
 }
 
-// ConnectionEnder is a relay that can abort its connections to given
-// endpoint addresses (userspace.Backend, userspace.LocalhostNodePorts).
+// ConnectionEnder is a backend that can end its connections to given
+// endpoint addresses (userspace.Backend and userspace.LocalhostNodePorts
+// abort relayed connections; ipvs.Backend deletes draining real servers).
 type ConnectionEnder interface {
 	EndConnectionsTo(addrs []netip.Addr) int
 }

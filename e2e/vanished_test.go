@@ -20,14 +20,11 @@ const vanishGrace = 2 * time.Second
 // a client holding a connection through a ClusterIP to a pod whose
 // network went away (its veth deleted, as when its node dies) gets
 // ECONNRESET once the pod has left the EndpointSlices for the grace
-// period, in every host mode and both families. Without the flag it
+// period, in every mode (ipvs in the VM) and both families. Without the flag it
 // would hang until its own timeouts (conntrack's kernel test shows the
 // silence).
 func TestVanishedEndpointReset(t *testing.T) {
 	for _, mode := range e2eModes() {
-		if mode == "ipvs" {
-			continue // expire_nodest_conn does it there; the flag is warned about
-		}
 		t.Run(mode, func(t *testing.T) {
 			m := startModeShape(t, mode, framework.ShapeDual, 2,
 				"--reset-vanished-endpoint-connections", "--vanished-endpoint-grace-period="+vanishGrace.String())

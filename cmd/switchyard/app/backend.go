@@ -256,8 +256,8 @@ func ipvsLoaded() bool {
 // entries in the NAT modes. The userspace mode NATs nothing through
 // conntrack for services (its own sessions are reset by the proxy), so it
 // runs without it. With --reset-vanished-endpoint-connections the
-// vanished-endpoint reaper ends the connections of backend's relays and,
-// in the NAT modes, conntrack's.
+// vanished-endpoint reaper ends the connections the backend holds (relays,
+// ipvs draining real servers) and, in the NAT modes, conntrack's.
 func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, backend proxier.Backend) ([]proxier.PostSyncHook, error) {
 	hooks := []proxier.PostSyncHook{newMemoryReleaser(), newTakeover(leftoverSteps(o))}
 	var table *conntrack.NetlinkTable
@@ -268,10 +268,12 @@ func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, ba
 		}
 		hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m))
 	}
-	if !o.ResetVanished || o.Mode == ModeIPVS {
+	if !o.ResetVanished {
 		return hooks, nil
 	}
-	reaper, err := newVanishedReaper(o, reg, backend, table != nil)
+	// ipvs: deleting conntrack entries does not move IPVS connections;
+	// its backend ends them (draining real servers deleted at once).
+	reaper, err := newVanishedReaper(o, reg, backend, o.Mode == ModeIPTables || o.Mode == ModeNFTables)
 	if err != nil {
 		return nil, err
 	}
