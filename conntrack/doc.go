@@ -52,8 +52,10 @@
 // endpoint address has been out of every EndpointSlice for a grace
 // period, it deletes the entries of TCP flows NATed from a service
 // address to it, so that clients stuck on a dead endpoint get a reset at
-// their next packet. It runs on its own timer and its own netlink
-// socket.
+// their next packet, and tells the backend (ConnectionEnder: the
+// userspace proxy and the localhost NodePort relay abort their
+// connections, ipvs deletes the draining real servers) to end theirs. It runs on its own
+// timer and its own netlink socket.
 //
 // Tune applies kube-proxy's conntrack settings once at start (the
 // --conntrack-* flags, the configuration file's conntrack section):

@@ -24,27 +24,9 @@ var (
 	kWebName = portName("web", "http", v1.ProtocolTCP)
 )
 
-// tcpEcho answers every line with itself, in a pod namespace.
+// tcpEcho echoes what it reads, in a pod namespace.
 func tcpEcho(t *testing.T, ns string, at netip.AddrPort) {
-	t.Helper()
-	var ln net.Listener
-	err := kerneltest.InNetns(ns, func() (err error) {
-		ln, err = net.Listen("tcp", at.String())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	kerneltest.ServeTCP(t, ns, at.String(), func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 // webConn connects from the node to the web service and checks an echo.

@@ -36,9 +36,19 @@ type VanishedConfig struct {
 	NodeIPs []netip.Addr
 	// Clock times the grace period; nil means the real clock.
 	Clock clock.WithDelayedExecution
-	// Registerer receives switchyard_conntrack_vanished_endpoint_flows_deleted_total;
+	// Relays are backends whose own connections to vanished endpoints
+	// end too (ConnectionEnder).
+	Relays []ConnectionEnder
+	// Registerer receives switchyard_vanished_endpoint_connections_ended_total;
 	// nil registers it nowhere (it is still counted).
 	Registerer prometheus.Registerer
+}
+
+// ConnectionEnder is a backend that can end its connections to given
+// endpoint addresses (userspace.Backend and userspace.LocalhostNodePorts
+// abort relayed connections; ipvs.Backend deletes draining real servers).
+type ConnectionEnder interface {
+	EndConnectionsTo(addrs []netip.Addr) int
 }
 
 // VanishedReaper ends TCP flows to endpoints that vanished (an opt-in,
@@ -83,7 +93,8 @@ type vanished struct {
 
 var _ proxier.PostSyncHook = (*VanishedReaper)(nil)
 
-// NewVanishedReaper returns a reaper that cleans table.
+// NewVanishedReaper returns a reaper that cleans table (nil: no
+// conntrack NAT to clean, relays only).
 func NewVanishedReaper(table Table, cfg VanishedConfig) (*VanishedReaper, error) {
 	if len(cfg.Families) == 0 {
 		cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
@@ -97,8 +108,8 @@ func NewVanishedReaper(table Table, cfg VanishedConfig) (*VanishedReaper, error)
 	r := &VanishedReaper{table: table, cfg: cfg,
 		services: map[proxier.ServicePortName][]netip.Addr{}, refs: map[netip.Addr]int{}, pending: map[netip.Addr]*vanished{},
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "switchyard", Subsystem: "conntrack", Name: "vanished_endpoint_flows_deleted_total",
-			Help: "Conntrack entries of TCP flows to endpoints that left every EndpointSlice, deleted after the grace period so that clients get a reset, per IP family.",
+			Namespace: "switchyard", Name: "vanished_endpoint_connections_ended_total",
+			Help: "TCP connections to endpoints that left every EndpointSlice, ended after the grace period so that clients get a reset (conntrack entries deleted, relayed connections aborted), per IP family.",
 		}, []string{"ip_family"}),
 	}
 	for _, f := range cfg.Families {
@@ -266,16 +277,39 @@ func (r *VanishedReaper) reap() {
 	}
 	var errs []error
 	for _, fam := range r.cfg.Families {
-		n, err := r.table.Delete(fam, vanishedFilter{due: due})
+		n, err := r.end(fam, due)
 		r.deleted.WithLabelValues(string(fam)).Add(float64(n))
 		if n > 0 {
-			klog.InfoS("Ended TCP flows to vanished endpoints", "ipFamily", fam, "flows", n, "endpoints", len(due))
+			klog.InfoS("Ended TCP connections to vanished endpoints", "ipFamily", fam, "connections", n, "endpoints", len(due))
 		}
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		klog.ErrorS(err, "Deleting the conntrack entries of vanished endpoints failed")
 	}
+}
+
+// end ends one family's connections to the due endpoints: conntrack
+// entries, then relayed connections.
+func (r *VanishedReaper) end(fam v1.IPFamily, due map[netip.Addr]keySet) (int, error) {
+	var addrs []netip.Addr
+	for a := range due {
+		if proxier.FamilyOf(a) == fam {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if r.table != nil {
+		n, err = r.table.Delete(fam, vanishedFilter{due: due})
+	}
+	for _, relay := range r.cfg.Relays {
+		n += relay.EndConnectionsTo(addrs)
+	}
+	return n, err
 }
 
 // dueLocked takes the pending endpoints whose grace period is over.

@@ -181,3 +181,40 @@ func TestVanishedEndpointIPv6(t *testing.T) {
 		t.Errorf("IPv6 deleted counter %v, want 1", v)
 	}
 }
+
+// relayRecorder is a ConnectionEnder that records what it was asked to
+// end.
+type relayRecorder struct{ asked []netip.Addr }
+
+func (r *relayRecorder) EndConnectionsTo(addrs []netip.Addr) int {
+	r.asked = append(r.asked, addrs...)
+	return len(addrs)
+}
+
+// TestVanishedRelaysOnly: without a conntrack table (userspace mode) the
+// relays are told, and the ended connections counted.
+func TestVanishedRelaysOnly(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	relay := &relayRecorder{}
+	r, err := NewVanishedReaper(nil, VanishedConfig{Clock: clk, Relays: []ConnectionEnder{relay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	reaped := make(chan struct{}, 4)
+	r.onReap = func() { reaped <- struct{}{} }
+	r.PostSync(context.Background(), state(webService(), eps(ready(webA), ready(webB))), fullDiff())
+	r.PostSync(context.Background(), state(webService(), eps(ready(webB))), changed(webName))
+	clk.Step(DefaultVanishedGrace)
+	select {
+	case <-reaped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reap ran")
+	}
+	if len(relay.asked) != 1 || relay.asked[0] != webA.Addr() {
+		t.Errorf("relay asked to end %v, want [%s]", relay.asked, webA.Addr())
+	}
+	if v := testutil.ToFloat64(r.deleted.WithLabelValues("IPv4")); v != 1 {
+		t.Errorf("ended counter %v, want 1", v)
+	}
+}

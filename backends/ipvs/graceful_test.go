@@ -1,6 +1,7 @@
 package ipvs_test
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -111,5 +112,28 @@ func TestDrainingSurvivesRestart(t *testing.T) {
 	e.sync(changed())
 	if got := e.reals("TCP/10.96.0.10:80"); !slices.Equal(got, []string{"10.244.1.2:8080/1"}) {
 		t.Errorf("after the timeout: %v", got)
+	}
+}
+
+// TestEndConnectionsToVanished: a draining real server of a vanished
+// endpoint is deleted at once; another draining one waits.
+func TestEndConnectionsToVanished(t *testing.T) {
+	const vs = "TCP/10.96.0.10:80"
+	e := newEnv(t)
+	web := e.svc("web", "10.96.0.10", 80)
+	e.eps(web, "10.244.1.2:8080", "10.244.1.3:8080", "10.244.1.4:8080")
+	e.sync(nil)
+	for _, rs := range []string{"10.244.1.3:8080", "10.244.1.4:8080"} {
+		if err := e.k.IPVS.SetConnections(vs, rs, 3, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.eps(web, "10.244.1.2:8080")
+	e.sync(changed(web))
+	if n := e.b.EndConnectionsTo([]netip.Addr{netip.MustParseAddr("10.244.1.3")}); n != 5 {
+		t.Errorf("ended %d connections, want 5", n)
+	}
+	if got, want := e.reals(vs), []string{"10.244.1.2:8080/1", "10.244.1.4:8080/0"}; !slices.Equal(got, want) {
+		t.Errorf("real servers %v, want %v", got, want)
 	}
 }

@@ -117,6 +117,10 @@
 // refused from the stop until the new daemon's first sync.
 // Endpoint changes rewrite the rules (the fallback names endpoints).
 //
+// A removed endpoint's TCP connections drain; EndConnectionsTo aborts
+// those to endpoints that vanished (--reset-vanished-endpoint-connections,
+// conntrack.VanishedReaper; vanished.go).
+//
 // # Client addresses
 //
 // The proxy connects to endpoints from the node (every flow is, in

@@ -98,6 +98,11 @@ func NewLocalhostNodePorts(cfg LocalhostConfig) (*LocalhostNodePorts, error) {
 	return l, nil
 }
 
+// relaySeries is the one (unregistered) series set every listener shares:
+// the relay's per-port series would cost each listener more than its
+// goroutine does, and nobody scrapes them.
+const relaySeries = "localhost-nodeports"
+
 // registerAll registers every collector or, on an error, none.
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	if reg == nil {
@@ -160,7 +165,7 @@ func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
 	for key, p := range l.proxies {
 		if _, ok := want[key]; !ok {
 			p.close(true)
-			l.metrics.release(key.name.String())
+			l.metrics.release(relaySeries)
 			delete(l.proxies, key)
 			klog.V(2).InfoS("Closed localhost NodePort listener", "servicePort", key.name, "family", key.family, "nodePort", key.nodePort)
 		}
@@ -191,11 +196,11 @@ func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
 func (l *LocalhostNodePorts) open(key localhostKey) (*tcpProxy, error) {
 	label := key.name.String()
 	base := proxyBase{label: label, bal: newBalancer(l.cfg.Clock), sockets: l.cfg.Sockets, tr: &trState{},
-		pm: l.metrics.acquire(label)}
+		pm: l.metrics.acquire(relaySeries)}
 	addr := netip.AddrPortFrom(loopbackAddr(key.family), key.nodePort)
 	p, err := newTCPProxy(base, addr, l.cfg.DialTimeout)
 	if err != nil {
-		l.metrics.release(label)
+		l.metrics.release(relaySeries)
 		l.failures.WithLabelValues(string(key.family)).Inc()
 		if !l.failed[key] {
 			l.failed[key] = true
@@ -226,9 +231,9 @@ func (l *LocalhostNodePorts) Close() error {
 		return nil
 	}
 	l.closed = true
-	for key, p := range l.proxies {
+	for _, p := range l.proxies {
 		p.close(false)
-		l.metrics.release(key.name.String())
+		l.metrics.release(relaySeries)
 	}
 	l.proxies = map[localhostKey]*tcpProxy{}
 	l.countLocked()

@@ -25,6 +25,9 @@ type proxySocket interface {
 	// active counts live TCP connections (including ones being set up)
 	// and UDP sessions.
 	active() int
+	// endTo aborts the TCP connections relayed to any of the addresses
+	// and returns how many (vanished.go).
+	endTo(addrs map[netip.Addr]bool) int
 }
 
 // proxyBase is what TCP and UDP proxy sockets share.

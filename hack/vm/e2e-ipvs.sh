@@ -22,7 +22,7 @@
 # $SWITCHYARD_KUBECONFIG), the VM (vmtest.sh). Exits with e2e.test's
 # status, 125 when the VM gave none (boot failure, crash, VM_TIMEOUT).
 #
-# Default flags: -test.run '^(TestDataplane|TestTakeover)$' -test.v -test.timeout 9m
+# Default flags: -test.run '^(TestDataplane|TestTakeover|TestVanishedEndpointReset)$' -test.v -test.timeout 9m
 # (with SWITCHYARD_E2E_MODES=ipvs: the ipvs traffic table, and the takeover
 # pairs switchyard iptables <-> ipvs).
 #
@@ -125,7 +125,7 @@ else
 fi
 extra=""
 for f in "$work"/t/*; do extra="$extra $f"; done
-[ $# -gt 0 ] || set -- -test.run '^(TestDataplane|TestTakeover)$' -test.v -test.timeout 9m
+[ $# -gt 0 ] || set -- -test.run '^(TestDataplane|TestTakeover|TestVanishedEndpointReset)$' -test.v -test.timeout 9m
 log=$work/console.log
 set +e
 VMTEST_WORK=$dir VM_LOG=$log VM_EXTRA=$extra VM_ENV="$(echo $guest_env) ${VM_ENV:-}" \

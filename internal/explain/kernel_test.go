@@ -78,25 +78,7 @@ func veth(t *testing.T, node, hostSide, peer, hostAddr, peerAddr, gw string) {
 
 // serveName answers every TCP connection on :8080 with name.
 func serveName(t *testing.T, ns, name string) {
-	var ln net.Listener
-	err := kerneltest.InNetns(ns, func() (err error) {
-		ln, err = net.Listen("tcp", ":8080")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte(name + "\n"))
-			c.Close()
-		}
-	}()
+	kerneltest.ServeTCP(t, ns, ":8080", func(c net.Conn) { _, _ = c.Write([]byte(name + "\n")) })
 }
 
 // reached connects n times from ns to addr and returns the endpoints

@@ -275,32 +275,49 @@ func ipvsLoaded() bool {
 
 // postSyncHooks are run after every successful sync: memory of a full
 // sync goes back to the OS; the conntrack reconciler removes stale UDP/SCTP
-// entries in the NAT modes. The
-// userspace mode NATs nothing through conntrack for services (its own
-// sessions are reset by the proxy), so it runs without it.
-func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer) ([]proxier.PostSyncHook, error) {
+// entries in the NAT modes. The userspace mode NATs nothing through
+// conntrack for services (its own sessions are reset by the proxy), so it
+// runs without it. With --reset-vanished-endpoint-connections the
+// vanished-endpoint reaper ends the connections the backend holds (relays,
+// ipvs draining real servers) and, in the NAT modes, conntrack's.
+func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, backend proxier.Backend) ([]proxier.PostSyncHook, error) {
 	hooks := []proxier.PostSyncHook{newMemoryReleaser(), newTakeover(leftoverSteps(o))}
-	if o.Mode == ModeUserspace {
+	var table *conntrack.NetlinkTable
+	if o.Mode != ModeUserspace {
+		var err error
+		if table, err = conntrack.NewNetlinkTable(netns.None()); err != nil {
+			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
+		}
+		hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m))
+	}
+	if !o.ResetVanished {
 		return hooks, nil
 	}
-	table, err := conntrack.NewNetlinkTable(netns.None())
-	if err != nil {
-		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
-	}
-	hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m))
-	if !o.ResetVanished || (o.Mode != ModeIPTables && o.Mode != ModeNFTables) {
-		return hooks, nil
-	}
-	// A table of its own: the reaper runs on its timer, beside the
-	// reconciler's passes.
-	own, err := conntrack.NewNetlinkTable(netns.None())
-	if err != nil {
-		return nil, fmt.Errorf("opening conntrack netlink: %w", err)
-	}
-	reaper, err := conntrack.NewVanishedReaper(own, conntrack.VanishedConfig{Families: o.Families, Grace: o.VanishedGrace, Registerer: reg})
+	// ipvs: deleting conntrack entries does not move IPVS connections;
+	// its backend ends them (draining real servers deleted at once).
+	reaper, err := newVanishedReaper(o, reg, backend, o.Mode == ModeIPTables || o.Mode == ModeNFTables)
 	if err != nil {
 		return nil, err
 	}
-	klog.InfoS("Connections to endpoints that leave every EndpointSlice end after the grace period", "grace", o.VanishedGrace)
 	return append(hooks, reaper), nil
+}
+
+// newVanishedReaper builds the reaper: a conntrack table of its own in the
+// NAT modes (it runs on its timer, beside the reconciler's passes), and
+// the backend's relays.
+func newVanishedReaper(o *Options, reg prometheus.Registerer, backend proxier.Backend, nat bool) (*conntrack.VanishedReaper, error) {
+	cfg := conntrack.VanishedConfig{Families: o.Families, Grace: o.VanishedGrace, Registerer: reg}
+	if e, ok := backend.(conntrack.ConnectionEnder); ok {
+		cfg.Relays = []conntrack.ConnectionEnder{e}
+	}
+	var table conntrack.Table
+	if nat {
+		own, err := conntrack.NewNetlinkTable(netns.None())
+		if err != nil {
+			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
+		}
+		table = own
+	}
+	klog.InfoS("Connections to endpoints that leave every EndpointSlice end after the grace period", "grace", o.VanishedGrace)
+	return conntrack.NewVanishedReaper(table, cfg)
 }

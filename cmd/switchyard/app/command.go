@@ -105,14 +105,6 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 
 func userspaceOnly(flag string) bool { return flag == "udp-timeout" || flag == "userspace-transparent" }
 
-// conntrackNATOnly: settings of the modes whose service flows are
-// conntrack NAT entries. ipvs ends the flows of a removed real server
-// itself (expire_nodest_conn=1); the userspace proxy's own connections
-// are not conntrack NAT.
-func conntrackNATOnly(flag string) bool {
-	return flag == "reset-vanished-endpoint-connections" || flag == "vanished-endpoint-grace-period"
-}
-
 // warnInactive reports settings given explicitly (flag or file) that the
 // selected mode does not use. Upstream accepts them silently; they stay
 // accepted here, but the operator hears about it.
@@ -123,8 +115,7 @@ func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string))
 			continue
 		}
 		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
-		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) ||
-			(conntrackNATOnly(s.flag) && mode != ModeIPTables && mode != ModeNFTables) {
+		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) {
 			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
 		}
 	}

@@ -509,10 +509,9 @@ portRange: 30000-32767
 			"--udp-timeout has no effect in iptables mode",
 		}},
 		{"settings of the chosen mode", "ipvs:\n  scheduler: lc\n", []string{"--proxy-mode=ipvs"}, nil},
-		{"vanished endpoints in ipvs mode", "mode: ipvs\n", []string{"--reset-vanished-endpoint-connections"}, []string{
-			"--reset-vanished-endpoint-connections has no effect in ipvs mode",
-		}},
+		{"vanished endpoints in ipvs mode", "mode: ipvs\n", []string{"--reset-vanished-endpoint-connections"}, nil},
 		{"vanished endpoints in nftables mode", "mode: nftables\n", []string{"--reset-vanished-endpoint-connections"}, nil},
+		{"vanished endpoints in userspace mode", "mode: userspace\n", []string{"--reset-vanished-endpoint-connections"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,3 +85,13 @@ func (w *withLocalhostNodePorts) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// EndConnectionsTo ends the relay's connections to the addresses, and the
+// mode's if it relays too (conntrack.ConnectionEnder).
+func (w *withLocalhostNodePorts) EndConnectionsTo(addrs []netip.Addr) int {
+	n := w.relay.EndConnectionsTo(addrs)
+	if e, ok := w.Backend.(interface{ EndConnectionsTo([]netip.Addr) int }); ok {
+		n += e.EndConnectionsTo(addrs)
+	}
+	return n
+}

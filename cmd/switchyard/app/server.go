@@ -61,11 +61,12 @@ func Run(ctx context.Context, o *Options) error {
 		// state (rules, IPVS) stays for the next start.
 		defer c.Close()
 	}
-	backend = newFullSyncGC(backend)
-	hooks, err := postSyncHooks(o, m, reg)
+	// The hooks see the mode's own backend (its relays), not the wrapper.
+	hooks, err := postSyncHooks(o, m, reg, backend)
 	if err != nil {
 		return err
 	}
+	backend = newFullSyncGC(backend)
 	minSync, maxSync := o.SyncPeriods()
 	health := healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
 		HealthTimeout: 2 * maxSync, Metrics: m,
