@@ -26,6 +26,9 @@ type Backend struct {
 
 	mu       sync.Mutex // serialises Sync and Cleanup
 	families []*familySync
+	// counterSets reach the per-Service counter ipsets, which Cleanup
+	// destroys whether or not this run counts (nil: none).
+	counterSets CounterSets
 }
 
 var _ proxier.Backend = (*Backend)(nil)
@@ -36,7 +39,8 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(), verify: newVerifyPolicy(&cfg)}
+	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(), verify: newVerifyPolicy(&cfg),
+		counterSets: cfg.CounterSets}
 	if cfg.Runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables rewrites the whole table on every commit:
 		// chunking would multiply that cost.
@@ -196,6 +200,9 @@ func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
 		f.record(tx)
 	}
 	if len(errs) == 0 {
+		errs = append(errs, destroyCounterSets(ctx, b.counterSets, f.fc.family))
+	}
+	if err := errors.Join(errs...); err == nil {
 		// Nothing of ours is left: the next sync starts from scratch.
 		f.installed, f.tableRules, f.listed = map[chainKey]installedChain{}, map[table]int{}, true
 	}

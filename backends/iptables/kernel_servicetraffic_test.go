@@ -45,6 +45,13 @@ func TestKernelServiceTraffic(t *testing.T) {
 			if out := nsRun(t, tp.node, "ipset", "save", "KUBE-SERVICE-CONNS"); strings.Contains(out, "web:http") {
 				t.Errorf("deleted Service still in the set:\n%s", out)
 			}
+			// --cleanup leaves no set behind.
+			if err := be.Cleanup(context.Background()); err != nil {
+				t.Fatalf("Cleanup: %v", err)
+			}
+			if out := nsRun(t, tp.node, "ipset", "list", "-n"); strings.TrimSpace(out) != "" {
+				t.Errorf("sets left after Cleanup:\n%s", out)
+			}
 		})
 	}
 }

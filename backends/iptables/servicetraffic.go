@@ -297,3 +297,27 @@ func (r IPSetRunner) run(ctx context.Context, stdin []byte, args ...string) ([]b
 	}
 	return stdout.Bytes(), nil
 }
+
+// destroyCounterSets removes the family's counter sets, once the chains
+// that match them are gone (a set in use cannot be destroyed). A set that
+// cannot be listed (it does not exist, or there is no ipset binary, so
+// none was ever made) is left alone.
+func destroyCounterSets(ctx context.Context, cs CounterSets, fam v1.IPFamily) error {
+	if cs == nil {
+		return nil
+	}
+	var cmds []string
+	for _, base := range []string{setServiceTraffic, setServiceConnections} {
+		name := trafficSetName(fam, base)
+		if _, err := cs.Save(ctx, name); err == nil {
+			cmds = append(cmds, "destroy "+name+"\n")
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	if err := cs.Restore(ctx, []byte(strings.Join(cmds, ""))); err != nil {
+		return fmt.Errorf("iptables cleanup: %s: destroy counter sets: %w", fam, err)
+	}
+	return nil
+}
