@@ -179,7 +179,7 @@ func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
 		s, ok := b.sockets[key]
 		if !ok {
 			var err error
-			if s, err = b.open(key, spec.protocol); err != nil {
+			if s, err = b.open(key, spec); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -194,9 +194,10 @@ func (b *Backend) openLocked(specs map[socketKey]socketSpec) error {
 	return errors.Join(errs...)
 }
 
-func (b *Backend) open(key socketKey, proto v1.Protocol) (proxySocket, error) {
-	label := key.name.String()
-	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, tr: &trState{}}
+func (b *Backend) open(key socketKey, spec socketSpec) (proxySocket, error) {
+	label, proto := key.name.String(), spec.protocol
+	base := proxyBase{label: label, bal: newBalancer(b.cfg.Clock), sockets: b.cfg.Sockets, tr: &trState{},
+		traffic: &trafficCount{port: spec.port}}
 	addr := netip.AddrPortFrom(b.cfg.listenIP(key.family), 0)
 	var s proxySocket
 	var err error

@@ -196,7 +196,7 @@ func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
 func (l *LocalhostNodePorts) open(key localhostKey) (*tcpProxy, error) {
 	label := key.name.String()
 	base := proxyBase{label: label, bal: newBalancer(l.cfg.Clock), sockets: l.cfg.Sockets, tr: &trState{},
-		pm: l.metrics.acquire(relaySeries)}
+		pm: l.metrics.acquire(relaySeries), traffic: &trafficCount{port: key.nodePort}}
 	addr := netip.AddrPortFrom(loopbackAddr(key.family), key.nodePort)
 	p, err := newTCPProxy(base, addr, l.cfg.DialTimeout)
 	if err != nil {

@@ -40,6 +40,7 @@ type socketKey struct {
 // socketSpec is what a proxy socket should serve.
 type socketSpec struct {
 	protocol  v1.Protocol
+	port      uint16 // the service port's number
 	endpoints []netip.AddrPort
 	affinity  time.Duration
 	// transparency: which connections are opened from the client's
@@ -124,13 +125,13 @@ func addSpecs(specs map[socketKey]socketSpec, plans []servicePlan, inside []neti
 		if p.sp.ExternalPolicyLocal && inside != nil {
 			tr = &transparency{local: p.local, inside: inside}
 		}
-		internal := socketSpec{protocol: p.sp.Protocol, endpoints: p.internal, affinity: affinity}
+		internal := socketSpec{protocol: p.sp.Protocol, port: p.sp.Port, endpoints: p.internal, affinity: affinity}
 		if !p.split {
 			internal.transparency = tr
 		}
 		specs[p.key(internalTraffic)] = internal
 		if p.split {
-			specs[p.key(externalTraffic)] = socketSpec{protocol: p.sp.Protocol, endpoints: p.external, affinity: affinity,
+			specs[p.key(externalTraffic)] = socketSpec{protocol: p.sp.Protocol, port: p.sp.Port, endpoints: p.external, affinity: affinity,
 				transparency: tr}
 		}
 	}

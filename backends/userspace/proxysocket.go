@@ -28,6 +28,8 @@ type proxySocket interface {
 	// endTo aborts the TCP connections relayed to any of the addresses
 	// and returns how many (vanished.go).
 	endTo(addrs map[netip.Addr]bool) int
+	// counts is the socket's traffic (servicetraffic.go).
+	counts() *trafficCount
 }
 
 // proxyBase is what TCP and UDP proxy sockets share.
@@ -37,6 +39,7 @@ type proxyBase struct {
 	sockets Sockets
 	pm      *portMetrics
 	tr      *trState
+	traffic *trafficCount
 }
 
 // trState is a socket's transparency, swapped by syncs.
@@ -46,3 +49,5 @@ type trState struct {
 }
 
 func (b *proxyBase) balancer() *balancer { return b.bal }
+
+func (b *proxyBase) counts() *trafficCount { return b.traffic }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,13 +15,13 @@ const copyChunk = 1 << 20
 
 // relay copies both directions between a client and an endpoint
 // connection until both have ended, then closes both.
-func relay(client, upstream *net.TCPConn, pm *portMetrics) {
+func relay(client, upstream *net.TCPConn, pm *portMetrics, fromClient *atomic.Uint64) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		copyHalf(upstream, client, pm.toEndpoint)
+		copyHalf(upstream, client, pm.toEndpoint, fromClient)
 	}()
-	copyHalf(client, upstream, pm.toClient)
+	copyHalf(client, upstream, pm.toClient, nil)
 	<-done
 	client.Close()
 	upstream.Close()
@@ -35,10 +36,13 @@ func relay(client, upstream *net.TCPConn, pm *portMetrics) {
 // io.CopyN between two *net.TCPConn ends in dst.ReadFrom with an
 // *io.LimitedReader around a *net.TCPConn, which Go serves with splice(2)
 // on Linux: the payload never enters userspace.
-func copyHalf(dst, src *net.TCPConn, counter prometheus.Counter) {
+func copyHalf(dst, src *net.TCPConn, counter prometheus.Counter, octets *atomic.Uint64) {
 	for {
 		n, err := io.CopyN(dst, src, copyChunk)
 		counter.Add(float64(n))
+		if octets != nil {
+			octets.Add(uint64(n))
+		}
 		switch {
 		case err == nil:
 			continue

@@ -79,6 +79,7 @@ func (p *tcpProxy) serve() {
 
 func (p *tcpProxy) handle(client *net.TCPConn) {
 	defer p.live.Add(-1)
+	p.traffic.conns.Add(1)
 	up, err := p.dial(clientIP(client))
 	if err != nil {
 		abort(client)
@@ -90,7 +91,7 @@ func (p *tcpProxy) handle(client *net.TCPConn) {
 		return
 	}
 	p.pm.active.Inc()
-	relay(client, up, p.pm)
+	relay(client, up, p.pm, &p.traffic.octets)
 	p.pm.active.Dec()
 	p.untrack(client)
 }

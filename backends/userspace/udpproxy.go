@@ -116,6 +116,8 @@ func (p *udpProxy) serve() {
 // the session if needed. Only serve calls it, so sessions are never
 // started twice for one client.
 func (p *udpProxy) forward(pkt, oob []byte, client netip.AddrPort) {
+	p.traffic.pkts.Add(1)
+	p.traffic.octets.Add(uint64(len(pkt)))
 	p.mu.Lock()
 	s := p.sessions[client]
 	p.mu.Unlock()
@@ -133,6 +135,7 @@ func (p *udpProxy) forward(pkt, oob []byte, client netip.AddrPort) {
 }
 
 func (p *udpProxy) newSession(client netip.AddrPort, local netip.Addr) *udpSession {
+	p.traffic.conns.Add(1)
 	if p.full() {
 		p.pm.udpDropped.Inc()
 		return nil
