@@ -18,14 +18,15 @@ const restartProbeEvery = 50 * time.Millisecond
 // namespace opens a new connection to a cluster IP every 50 ms. Proxy
 // sockets die with the process, so before issue 15 the REDIRECT rules
 // led new connections to closed ports for ~2 s (about 20 of 100
-// refused). Now the kernel fallback DNATs them to the endpoints while no
-// proxy holds the sentinels: none of 100 may fail (on SIGKILL, a request
+// refused). With --userspace-restart-fallback the kernel fallback DNATs
+// them to the endpoints while no proxy holds the sentinels: none of 100
+// may fail (on SIGKILL, a request
 // the killed proxy was relaying at that instant is reset and not counted:
 // the loop's 50 ms ticks line one up with the kill about every other
 // run), and once restarted the proxy serves again.
 func testUserspaceRestart(sig string) func(t *testing.T) {
 	return func(t *testing.T) {
-		m := startMode(t, "userspace", 3)
+		m := startMode(t, "userspace", 3, "--userspace-restart-fallback")
 		pods := m.Topo.Pods
 		svc := m.EchoService(t, "restart", pods...)
 		addr := hostPort(svc.Spec.ClusterIP, 80)
@@ -43,7 +44,7 @@ func testUserspaceRestart(sig string) func(t *testing.T) {
 			t.Fatal(err)
 		}
 		stoppedAt := time.Now()
-		d := m.StartDaemon(t, "--proxy-mode=userspace")
+		d := m.StartDaemon(t, "--proxy-mode=userspace", "--userspace-restart-fallback")
 		if err := d.WaitHealthy(converge); err != nil {
 			t.Fatalf("restarted daemon not healthy: %v\n%s", err, d.LogTail(40))
 		}

@@ -102,7 +102,9 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	for _, fam := range b.cfg.Families {
 		plans[fam] = planFamily(st, fam, b.cfg.LocalDetector.Match(fam, st.Node).ByInterface())
 		addSpecs(specs, plans[fam], b.insideOf(fam, st))
-		sentinelKeys(sentinels, plans[fam], npAddrs[fam])
+		if b.cfg.RestartFallback {
+			sentinelKeys(sentinels, plans[fam], npAddrs[fam])
+		}
 	}
 	if err := b.openLocked(specs); err != nil {
 		return proxier.SyncResult{}, err
@@ -115,7 +117,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 			hostIP: b.cfg.hostIP(fam, st.Node.Addresses), local: b.cfg.LocalDetector.Match(fam, st.Node),
 			nodePods:         nodePodCIDR(fam, st.Node.PodCIDRs),
 			nodePortPrefixes: proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam),
-			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark()}
+			mark:             b.cfg.mark(), masqMark: b.cfg.masqMark(), fallback: b.cfg.RestartFallback}
 		full, err := b.syncFamilyLocked(ctx, runnerFamily(fam), render(rc, plans[fam], ports), diff)
 		if err != nil {
 			return proxier.SyncResult{}, err

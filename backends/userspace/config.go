@@ -114,6 +114,16 @@ type Config struct {
 	// clients outside the pod network and the node), so that endpoints
 	// see who connected, as in the kernel modes.
 	Transparent bool
+	// RestartFallback keeps service traffic flowing while no proxy runs
+	// (a restart): each service address with endpoints gets a sentinel, a
+	// transparent socket bound to it, and traffic nobody's sentinel marks
+	// is DNATed straight to the endpoints (doc.go, "Restarts"). The price:
+	// a sentinel listens on the service's address and port, and the
+	// kernel then refuses a wildcard bind of that port on the node (a
+	// hostNetwork pod's server on :80 while some Service has port 80).
+	// Off, traffic from outside is always REDIRECTed to the proxy and is
+	// refused while it is down.
+	RestartFallback bool
 	// ShutdownGrace: Close first hands new connections to the kernel
 	// fallback, then lets relayed TCP connections finish for up to this
 	// long before cutting them. 0 cuts them at once.

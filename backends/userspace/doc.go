@@ -89,10 +89,13 @@
 // # Restarts
 //
 // Proxy sockets die with the process, so REDIRECT alone refuses new
-// connections while the daemon is down. Each service address with a
-// usable endpoint (cluster, external, load-balancer IP; NodePorts on the
-// wildcard address) therefore has a sentinel: a transparent socket
-// (IP_TRANSPARENT) the daemon holds but never serves. mangle
+// connections while the daemon is down. That is the default. With
+// Config.RestartFallback (--userspace-restart-fallback) each service
+// address with a usable endpoint (cluster, external, load-balancer IP;
+// NodePorts on the wildcard address) has a sentinel: a transparent socket
+// (IP_TRANSPARENT) the daemon holds but never serves. A listening
+// sentinel holds its port on the node: a host process's wildcard bind of
+// the same port fails (EADDRINUSE), which is why it is opt-in. mangle
 // KUBE-PORTALS-MARK (from PREROUTING) sets Config.MarkBit (0x1000) on
 // packets that `-m socket --transparent` matches (NodePorts:
 // `--nowildcard`, dst-type LOCAL); the container portal rules REDIRECT

@@ -62,7 +62,7 @@ func newTestEnv(t *testing.T, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	env := &testEnv{fake: iptablestest.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)),
 		reg: prometheus.NewRegistry()}
-	cfg := Config{Runner: env.fake, Clock: env.clock, Sockets: loopbackSockets{}, Registerer: env.reg,
+	cfg := Config{Runner: env.fake, Clock: env.clock, Sockets: loopbackSockets{}, Registerer: env.reg, RestartFallback: true,
 		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")}, DialTimeout: 10 * time.Second}
 	for _, m := range mod {
 		m(&cfg)

@@ -33,7 +33,8 @@ func TestKernelUserspaceFallback(t *testing.T) {
 func kernelFallback(t *testing.T, mode string) {
 	tp := newTopology(t, 4) // pod3 is a client only (the bridge has no hairpin)
 	tp.startPodServers(t)
-	b := tp.newKernelBackend(t, mode)
+	fallback := func(c *Config) { c.RestartFallback = true }
+	b := tp.newKernelBackend(t, mode, fallback)
 	st := kernelState(0, 1, 2)
 	kernelSync(t, b, st)
 	cip := netip.MustParseAddrPort("10.96.0.10:80")
@@ -143,5 +144,30 @@ func (tp *topology) startPeerServers(t *testing.T) {
 				c.Close()
 			}
 		}()
+	}
+}
+
+// TestKernelServicePortsFreeOnNode: by default a host process can bind a
+// Service's port on every address of the node (a hostNetwork pod's
+// server on :80 while a Service has port 80); the sentinels of
+// RestartFallback hold the port, and the bind fails. Upstream's "DNS
+// HostNetwork ... ClusterFirstWithHostNet" spec failed on it.
+func TestKernelServicePortsFreeOnNode(t *testing.T) {
+	kerneltest.Require(t)
+	tp := newTopology(t, 1)
+	for _, fallback := range []bool{false, true} {
+		b := tp.newKernelBackend(t, runner.ModeNFT, func(c *Config) { c.RestartFallback = fallback })
+		kernelSync(t, b, kernelState(0))
+		ln, err := tp.nodeSockets.ListenTCP(netip.MustParseAddrPort("0.0.0.0:80"))
+		switch {
+		case !fallback && err != nil:
+			t.Errorf("without the restart fallback, binding :80 on the node: %v", err)
+		case fallback && err == nil:
+			t.Errorf("with the restart fallback, binding :80 succeeded: the sentinel no longer holds it, update the docs")
+		}
+		if ln != nil {
+			ln.Close()
+		}
+		b.Close()
 	}
 }

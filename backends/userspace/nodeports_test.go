@@ -26,7 +26,7 @@ func TestRenderNodePortAddresses(t *testing.T) {
 	rc := renderConfig{family: v1.IPv4Protocol, listenIP: netip.IPv4Unspecified(),
 		hostIP: netip.MustParseAddr("192.168.0.10"), local: proxier.LocalMatch{CIDR: netip.MustParsePrefix("10.244.0.0/16")},
 		nodePortPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24"), netip.MustParsePrefix("172.16.0.0/12")},
-		mark:             0x1000, masqMark: 0x4000}
+		mark:             0x1000, masqMark: 0x4000, fallback: true}
 	got := string(render(rc, planFamily(st, v1.IPv4Protocol, false), renderPorts(v1.IPv4Protocol)))
 	var nodePortLines []string
 	for _, l := range strings.Split(got, "\n") {

@@ -34,6 +34,10 @@ type renderConfig struct {
 	// mark: set by mangle PREROUTING when a proxy holds the destination's
 	// transparent socket; masqMark: set on what the fallback DNATs.
 	mark, masqMark uint32
+	// fallback: sentinels mark live proxies and unmarked traffic is
+	// DNATed straight to the endpoints (Config.RestartFallback); without
+	// it, traffic from outside is REDIRECTed unconditionally.
+	fallback bool
 }
 
 // dest is one way of addressing a service port.
@@ -102,8 +106,10 @@ func (rs *ruleSet) service(p *servicePlan) {
 	if sp.NodePort != 0 {
 		for _, within := range nodePortScopes(rs.rc.nodePortPrefixes) {
 			d := dest{port: sp.NodePort, what: "nodePort", within: within}
-			rs.add(chainMark, append(rs.match(p, d, source{}, "", true),
-				"-m", "socket", "--transparent", "--nowildcard", "-j", "MARK", "--set-xmark", markArg(rs.rc.mark)))
+			if rs.rc.fallback {
+				rs.add(chainMark, append(rs.match(p, d, source{}, "", true),
+					"-m", "socket", "--transparent", "--nowildcard", "-j", "MARK", "--set-xmark", markArg(rs.rc.mark)))
+			}
 			rs.externalDest(p, d)
 		}
 	}
@@ -213,7 +219,7 @@ func (rs *ruleSet) redirect(p *servicePlan, d dest, src source, kind trafficKind
 		target = []string{"-j", "DNAT", "--to-destination", netip.AddrPortFrom(to, port).String()}
 	}
 	match := rs.match(p, d, src, note, false)
-	if host {
+	if host || !rs.rc.fallback {
 		rs.add(chain, append(match, target...))
 		return
 	}

@@ -195,7 +195,7 @@ func TestRenderVariants(t *testing.T) {
 
 // testRC adds the default marks.
 func testRC(rc renderConfig) renderConfig {
-	rc.mark, rc.masqMark = 1<<DefaultMarkBit, 1<<DefaultMasqueradeBit
+	rc.mark, rc.masqMark, rc.fallback = 1<<DefaultMarkBit, 1<<DefaultMasqueradeBit, true
 	return rc
 }
 

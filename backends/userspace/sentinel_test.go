@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -82,5 +83,37 @@ func TestSentinelOrder(t *testing.T) {
 	want := []string{"sentinel udp 10.96.0.20:514", "restore", "sentinel tcp 10.96.0.30:80"}
 	if got := log.take(); !slices.Equal(got, want) {
 		t.Errorf("later sync: %v, want %v", got, want)
+	}
+}
+
+// TestNoRestartFallback: without Config.RestartFallback (the default) no
+// sentinel is opened, so no service address and port is held on the node
+// (a hostNetwork server may bind :80 while a Service has port 80), and
+// traffic from outside is REDIRECTed to the proxy without the sentinel's
+// mark and without a fallback DNAT to the endpoints.
+func TestNoRestartFallback(t *testing.T) {
+	log := &eventLog{}
+	env := newTestEnv(t, func(c *Config) { c.RestartFallback = false })
+	env.b.cfg.Sockets = loggingSockets{log: log}
+	env.b.cfg.Runner = loggingRunner{Interface: env.fake, log: log}
+	ep := netip.MustParseAddrPort("10.244.1.5:80")
+	st := newState()
+	addService(st, spName("web", v1.ProtocolTCP), "10.96.0.30", 80, ep)
+	addService(st, spName("dns", v1.ProtocolUDP), "10.96.0.10", 53, ep)
+	env.sync(t, st)
+	if got := log.take(); !slices.Equal(got, []string{"restore"}) {
+		t.Errorf("sync: %v, want only the restore (no sentinel)", got)
+	}
+	nat, err := env.fake.SaveTable(context.Background(), runner.IPv4, "nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(nat), "\n") {
+		if strings.HasPrefix(l, "-A KUBE-PORTALS-CONTAINER") && (strings.Contains(l, "--mark") || strings.Contains(l, "fallback")) {
+			t.Errorf("container rule depends on a sentinel or falls back: %s", l)
+		}
+	}
+	if !strings.Contains(string(nat), "-A KUBE-PORTALS-CONTAINER -d 10.96.0.30/32 -p tcp") {
+		t.Errorf("no REDIRECT for the cluster IP:\n%s", nat)
 	}
 }

@@ -116,6 +116,7 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		Routing:           routing,
 		MasqueradeBit:     int(o.MasqueradeBit),
 		Transparent:       o.UserspaceTransparent,
+		RestartFallback:   o.UserspaceFallback,
 		// SIGTERM: connections being relayed get this long to finish
 		// while new ones take the kernel fallback.
 		ShutdownGrace: 2 * time.Second,

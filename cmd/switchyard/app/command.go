@@ -103,7 +103,9 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	return opts, merged, nil
 }
 
-func userspaceOnly(flag string) bool { return flag == "udp-timeout" || flag == "userspace-transparent" }
+func userspaceOnly(flag string) bool {
+	return flag == "udp-timeout" || flag == "userspace-transparent" || flag == "userspace-restart-fallback"
+}
 
 // warnInactive reports settings given explicitly (flag or file) that the
 // selected mode does not use. Upstream accepts them silently; they stay

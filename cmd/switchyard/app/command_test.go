@@ -254,7 +254,7 @@ func TestCommandOptions(t *testing.T) {
 			"--ipvs-scheduler=mh", "--ipvs-sync-period=10s", "--ipvs-min-sync-period=10s",
 			"--ipvs-tcp-timeout=1m", "--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=5s",
 			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-udp-max-sessions=0", "--profiling",
-			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling",
+			"--ipvs-strict-arp", "--udp-timeout=1s", "--userspace-transparent=false", "--profiling", "--userspace-restart-fallback",
 			"--reset-vanished-endpoint-connections", "--vanished-endpoint-grace-period=30s", "--service-traffic-metrics",
 			"--conntrack-max-per-core=0", "--conntrack-min=7", "--conntrack-tcp-timeout-established=1h",
 			"--conntrack-tcp-timeout-close-wait=0", "--conntrack-tcp-be-liberal", "--conntrack-udp-timeout=10s",
@@ -276,7 +276,7 @@ func TestCommandOptions(t *testing.T) {
 				IPVS: IPVSOptions{SyncPeriod: 10 * time.Second, MinSyncPeriod: 10 * time.Second, Scheduler: "mh",
 					TCPTimeout: time.Minute, TCPFinTimeout: 30 * time.Second, UDPTimeout: 5 * time.Second, StrictARP: true},
 				UDPIdleTimeout: time.Second, UDPMaxSessions: 0, EnableProfiling: true,
-				ResetVanished: true, VanishedGrace: 30 * time.Second, ServiceTraffic: true,
+				ResetVanished: true, VanishedGrace: 30 * time.Second, UserspaceFallback: true, ServiceTraffic: true,
 				Conntrack: conntrack.Tuning{Min: 7, TCPEstablishedTimeout: time.Hour, TCPBeLiberal: true,
 					UDPTimeout: 10 * time.Second, UDPStreamTimeout: time.Minute},
 			}

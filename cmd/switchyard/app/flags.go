@@ -66,6 +66,7 @@ type rawConfig struct {
 	UDPIdleTimeout         time.Duration
 	UserspaceUDPSessions   int
 	UserspaceTransparent   bool
+	UserspaceFallback      bool
 	EnableProfiling        bool
 	// ResetVanished and VanishedGrace: --reset-vanished-endpoint-connections
 	// and its grace period (conntrack.VanishedReaper).
@@ -170,6 +171,7 @@ func settings() []setting {
 		{"udp-timeout", "udpIdleTimeout", "UDPIdleTimeout"},
 		{"userspace-udp-max-sessions", "", "UserspaceUDPSessions"},
 		{"userspace-transparent", "", "UserspaceTransparent"},
+		{"userspace-restart-fallback", "", "UserspaceFallback"},
 		{"profiling", "enableProfiling", "EnableProfiling"},
 		{"reset-vanished-endpoint-connections", "", "ResetVanished"},
 		{"vanished-endpoint-grace-period", "", "VanishedGrace"},
@@ -232,6 +234,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&r.ResetVanished, "reset-vanished-endpoint-connections", r.ResetVanished, "Once an endpoint has left every EndpointSlice for --vanished-endpoint-grace-period (its pod deleted, its node gone), end the TCP connections made to it through a Service (iptables and nftables modes: their conntrack entries are deleted, so the client's next packet is answered with a reset; userspace relays: the connections are aborted), instead of letting them hang until the clients' own timeouts. ipvs mode: the draining real server is deleted at once, and expire_nodest_conn expires its connections at their next packet. Endpoints still listed (terminating ones included) are never touched.")
 	fs.DurationVar(&r.VanishedGrace, "vanished-endpoint-grace-period", r.VanishedGrace, "How long an endpoint must be out of every EndpointSlice before --reset-vanished-endpoint-connections ends its connections. Must be greater than 0.")
 	fs.BoolVar(&r.ServiceTraffic, "service-traffic-metrics", r.ServiceTraffic, "Count each Service port's new connections, packets and bytes in the data plane (every mode) and export them as switchyard_service_{connections,packets,bytes}_total, read at scrape time. Series: service ports x IP families x 3. See docs/service-traffic-metrics.md for what each mode counts and what it costs.")
+	fs.BoolVar(&r.UserspaceFallback, "userspace-restart-fallback", r.UserspaceFallback, "In userspace mode, keep service traffic flowing while the daemon restarts: a sentinel socket on each service address and port tells a running proxy apart, and traffic no proxy takes is DNATed straight to the endpoints. The sentinels hold the services' ports on the node: a host process (a hostNetwork pod) can then not bind that port on every address (e.g. :80 while a Service has port 80). Off, connections are refused while the daemon is down.")
 	fs.BoolVar(&r.EnableProfiling, "profiling", r.EnableProfiling, "If true, serve Go profiling data on the metrics server under /debug/pprof/.")
 	fs.Int32Var(&r.OOMScoreAdj, "oom-score-adj", r.OOMScoreAdj, "The oom-score-adj value for the switchyard process. Values must be within the range [-1000, 1000].")
 	r.addNodeSetupFlags(fs)

@@ -113,6 +113,9 @@ type Options struct {
 	// endpoints of externalTrafficPolicy Local services from the
 	// client's address (--userspace-transparent).
 	UserspaceTransparent bool
+	// UserspaceFallback: userspace mode's sentinels and kernel fallback
+	// across restarts (--userspace-restart-fallback).
+	UserspaceFallback bool
 	// ResetVanished ends the TCP flows of endpoints that left every
 	// EndpointSlice, VanishedGrace after they left
 	// (--reset-vanished-endpoint-connections; conntrack.VanishedReaper).

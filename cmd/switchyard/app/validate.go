@@ -67,6 +67,7 @@ func (r *rawConfig) options() (*Options, error) {
 		UDPMaxSessions:       r.UserspaceUDPSessions,
 		EnableProfiling:      r.EnableProfiling,
 		UserspaceTransparent: r.UserspaceTransparent,
+		UserspaceFallback:    r.UserspaceFallback,
 		ResetVanished:        r.ResetVanished,
 		VanishedGrace:        r.VanishedGrace,
 		ServiceTraffic:       r.ServiceTraffic,
