@@ -18,6 +18,7 @@ import (
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
 // Topology of the kernel tests, all in namespaces of the VM:
@@ -259,6 +260,7 @@ func TestKernel(t *testing.T) {
 		{"no endpoints rejects", "rr", testNoEndpoints},
 		{"graceful removal", "rr", testGracefulRemoval},
 		{"resync changes nothing", "sh", testIdempotentResync},
+		{"service traffic counters", "rr", testServiceTraffic},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, vk.backend(t, c.scheduler)) })
@@ -501,5 +503,43 @@ func testCleanup(t *testing.T, k *sy.Kernel) {
 		if err != nil || strings.Contains(string(data), "KUBE-") {
 			t.Errorf("%s rules left (%v):\n%s", table, err, data)
 		}
+	}
+}
+
+// testServiceTraffic: IPVS' stats of the cluster IP's virtual server,
+// read as --service-traffic-metrics reads them, count each connection
+// once, and its packets and bytes from the client. The kernel adds its
+// per-CPU counters into what it reports only on its estimator's round,
+// every 2 s, so the counts are polled for.
+func testServiceTraffic(t *testing.T, v *vmBackend) {
+	v.service("web", "10.96.0.10", both)
+	v.sync(nil)
+	read := func() metrics.ServiceTrafficSample {
+		samples, err := v.b.ServiceTraffic(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range metrics.SumServiceTraffic(samples) {
+			if s.Service == "web" {
+				return s
+			}
+		}
+		t.Fatalf("no sample for web in %+v", samples)
+		return metrics.ServiceTrafficSample{}
+	}
+	before := read()
+	const n = 10
+	pods(t, clientIP, "10.96.0.10:80", n)
+	sent := time.Now()
+	after := read()
+	for after.Connections-before.Connections < n && time.Since(sent) < 10*time.Second {
+		time.Sleep(250 * time.Millisecond)
+		after = read()
+	}
+	t.Logf("counts complete %v after the last connection", time.Since(sent).Round(10*time.Millisecond))
+	dc, dp, db := after.Connections-before.Connections, after.Packets-before.Packets, after.Bytes-before.Bytes
+	t.Logf("%d connections through the cluster IP: +%d connections, +%d packets, +%d bytes", n, dc, dp, db)
+	if dc != n || dp < n || db < dp*20 {
+		t.Errorf("counters moved by %d connections, %d packets, %d bytes; want exactly %d connections and a packet with headers each", dc, dp, db, n)
 	}
 }

@@ -19,7 +19,9 @@ import (
 // NodePorts on each node address. Which port a virtual server belongs to
 // is what the last sync wrote; a virtual server of no port (gone, or not
 // ours) is skipped. moby/ipvs reads the 32-bit connection and packet
-// counters, which wrap at 2^32 (Prometheus sees a reset).
+// counters, which wrap at 2^32 (Prometheus sees a reset). The kernel
+// folds its per-CPU counters into these stats on its rate estimator's
+// round (every 2 s), so they trail the traffic by up to 2 s.
 func (b *Backend) ServiceTraffic(context.Context) ([]metrics.ServiceTrafficSample, error) {
 	owners := b.serverOwners()
 	svcs, err := b.k.IPVS.GetServices()
