@@ -24,9 +24,15 @@ const restartProbeEvery = 50 * time.Millisecond
 // the killed proxy was relaying at that instant is reset and not counted:
 // the loop's 50 ms ticks line one up with the kill about every other
 // run), and once restarted the proxy serves again.
-func testUserspaceRestart(sig string) func(t *testing.T) {
+//
+// Without --userspace-restart-fallback (the default) only SIGTERM is
+// covered: the stopping daemon hands the traffic to the kernel's DNAT
+// (handoff.go) until the new one's first sync; a SIGKILL leaves the
+// REDIRECT rules to closed ports until then.
+func testUserspaceRestart(sig string, args ...string) func(t *testing.T) {
 	return func(t *testing.T) {
-		m := startMode(t, "userspace", 3, "--userspace-restart-fallback")
+		args = append([]string{"--proxy-mode=userspace"}, args...)
+		m := startMode(t, "userspace", 3, args[1:]...)
 		pods := m.Topo.Pods
 		svc := m.EchoService(t, "restart", pods...)
 		addr := hostPort(svc.Spec.ClusterIP, 80)
@@ -44,7 +50,7 @@ func testUserspaceRestart(sig string) func(t *testing.T) {
 			t.Fatal(err)
 		}
 		stoppedAt := time.Now()
-		d := m.StartDaemon(t, "--proxy-mode=userspace", "--userspace-restart-fallback")
+		d := m.StartDaemon(t, args...)
 		if err := d.WaitHealthy(converge); err != nil {
 			t.Fatalf("restarted daemon not healthy: %v\n%s", err, d.LogTail(40))
 		}

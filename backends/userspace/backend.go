@@ -36,7 +36,10 @@ type Backend struct {
 	skipped    skippedPorts          // SCTP service ports, logged once (skipped.go)
 	holds      nodePortHolds         // NodePort reservations (nodeports.go)
 	sentinels  map[sentinelKey]sentinel
-	closed     bool
+	// rendered: each family's last render inputs, for the handoff rules
+	// Close writes (handoff.go).
+	rendered map[v1.IPFamily]renderInput
+	closed   bool
 }
 
 var _ proxier.Backend = (*Backend)(nil)
@@ -64,6 +67,7 @@ func New(cfg Config) (*Backend, error) {
 		flush:      map[flushKey]struct{}{},
 		holds:      nodePortHolds{open: map[holdKey]io.Closer{}},
 		sentinels:  map[sentinelKey]sentinel{},
+		rendered:   map[v1.IPFamily]renderInput{},
 	}, nil
 }
 
@@ -122,6 +126,7 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 		if err != nil {
 			return proxier.SyncResult{}, err
 		}
+		b.rendered[fam] = renderInput{rc: rc, plans: plans[fam]}
 		res.Full = res.Full || full
 	}
 	// A NodePort's sentinel holds its port: release the holder first,
@@ -321,6 +326,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.closeSentinelsLocked()
+	b.handOffLocked()
 	b.drainLocked()
 	for key, s := range b.sockets {
 		s.close(false)

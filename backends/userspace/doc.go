@@ -89,7 +89,11 @@
 // # Restarts
 //
 // Proxy sockets die with the process, so REDIRECT alone refuses new
-// connections while the daemon is down. That is the default. With
+// connections while the daemon is down. By default Close (SIGTERM) first
+// rewrites the rules so that the kernel DNATs every service address
+// straight to its endpoints, the fallback rules below for all traffic
+// (handoff.go), and a SIGKILL leaves the REDIRECT rules to closed ports
+// until the next daemon's first sync. With
 // Config.RestartFallback (--userspace-restart-fallback) each service
 // address with a usable endpoint (cluster, external, load-balancer IP;
 // NodePorts on the wildcard address) has a sentinel: a transparent socket

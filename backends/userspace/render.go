@@ -38,6 +38,10 @@ type renderConfig struct {
 	// DNATed straight to the endpoints (Config.RestartFallback); without
 	// it, traffic from outside is REDIRECTed unconditionally.
 	fallback bool
+	// handoff: the proxy is going away (Close): every service address
+	// is DNATed straight to its endpoints, from outside and from the
+	// node, until the next daemon's first sync REDIRECTs again.
+	handoff bool
 }
 
 // dest is one way of addressing a service port.
@@ -219,6 +223,10 @@ func (rs *ruleSet) redirect(p *servicePlan, d dest, src source, kind trafficKind
 		target = []string{"-j", "DNAT", "--to-destination", netip.AddrPortFrom(to, port).String()}
 	}
 	match := rs.match(p, d, src, note, false)
+	if rs.rc.handoff {
+		rs.fallback(chain, p, d, src, kind, note)
+		return
+	}
 	if host || !rs.rc.fallback {
 		rs.add(chain, append(match, target...))
 		return
