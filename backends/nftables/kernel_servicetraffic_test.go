@@ -15,7 +15,8 @@ import (
 
 // TestKernelServiceTraffic: with --service-traffic-metrics, N TCP
 // connections (and N UDP exchanges, each from a new socket) through a
-// cluster IP raise its connections counter by exactly N and its packets
+// cluster IP, and through a NodePort, raise the port's connections
+// counter by exactly N and its packets
 // and bytes by at least what was sent; the other ports' counters do not
 // move; a deleted Service's series is gone.
 func TestKernelServiceTraffic(t *testing.T) {
@@ -28,13 +29,19 @@ func TestKernelServiceTraffic(t *testing.T) {
 	st := trafficState()
 	timedSync(t, tp.node, b, st, fullDiff())
 	const n = 40
-	for _, network := range []string{"tcp", "udp"} {
+	for _, c := range []struct{ network, what, addr string }{
+		{"tcp", "the cluster IP", net.JoinHostPort(webIP, "80")},
+		{"udp", "the cluster IP", net.JoinHostPort(webIP, "80")},
+		{"tcp", "the NodePort", net.JoinHostPort(nodeIP, webNodePort)},
+		{"udp", "the NodePort", net.JoinHostPort(nodeIP, webNodePort)},
+	} {
+		network := c.network
 		before := nodeTraffic(t, tp.node, b)
-		spread(t, tp.client, network, net.JoinHostPort(webIP, "80"), n, "")
+		spread(t, tp.client, network, c.addr, n, "")
 		after := nodeTraffic(t, tp.node, b)
 		key := "default/web:" + network
 		d := sub(after[key], before[key])
-		t.Logf("%s: %d requests through the cluster IP: +%d connections, +%d packets, +%d bytes", network, n, d.Connections, d.Packets, d.Bytes)
+		t.Logf("%s: %d requests through %s: +%d connections, +%d packets, +%d bytes", network, n, c.what, d.Connections, d.Packets, d.Bytes)
 		if d.Connections != n {
 			t.Errorf("%s: connections went up by %d, want exactly %d", network, d.Connections, n)
 		}

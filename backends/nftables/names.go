@@ -41,6 +41,11 @@ const (
 	// The counter sets of --service-traffic-metrics (servicetraffic.go).
 	setServiceTraffic     = "service-traffic"
 	setServiceConnections = "service-connections"
+	// NodePorts: the ports counted (a plain set, so that only their
+	// packets pay the local-address check) and their two counter sets.
+	setNodePortCounted     = "nodeport-counted"
+	setNodePortTraffic     = "nodeport-traffic"
+	setNodePortConnections = "nodeport-connections"
 	// Endpoint groups live in shared interval maps "endpoints-<n>".
 	endpointMapPrefix = "endpoints-"
 )

@@ -241,6 +241,7 @@ func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 		}
 		o.add(setServiceIPs, dstElement(ip, v, gotoV(target)))
 	}
+	r.countNodePort(v, o)
 	if v.sp.NodePort != 0 {
 		o.add(setServiceNodePorts, portElement(v, gotoV(v.chains.external)))
 	}

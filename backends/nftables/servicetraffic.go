@@ -29,9 +29,11 @@ import (
 //
 // What is counted: packets from clients to the service address (the
 // original direction; replies are not), before the endpoint checks, so a
-// connection refused for want of endpoints counts too. NodePorts are not
-// counted (a lookup on every packet's port would need the local-address
-// check first). A partial sync leaves a port's elements, and their
+// connection refused for want of endpoints counts too. NodePorts count in
+// two more counter sets keyed l4proto . dport, looked up under the
+// NodePort rules' local-address match, behind a plain set of the counted
+// NodePorts so that other packets pay one hash lookup, not the check. A
+// partial sync leaves a port's elements, and their
 // counts, alone unless its addresses change; a full sync over a table
 // that is not this process's own (a repair, the hourly one) writes them
 // afresh, which restarts their counts (Prometheus' rate() and increase()
@@ -48,6 +50,9 @@ func trafficSets(fc *familyConfig) []*ruleset.Set {
 	return []*ruleset.Set{
 		{Name: setServiceTraffic, Key: keyDst, Counter: true, Comment: "packets and bytes to each service address"},
 		{Name: setServiceConnections, Key: keyDst, Counter: true, Comment: "new connections to each service address"},
+		{Name: setNodePortCounted, Key: keyNodePort, Comment: "NodePorts whose traffic is counted"},
+		{Name: setNodePortTraffic, Key: keyNodePort, Counter: true, Comment: "packets and bytes to each NodePort"},
+		{Name: setNodePortConnections, Key: keyNodePort, Counter: true, Comment: "new connections to each NodePort"},
 	}
 }
 
@@ -57,10 +62,26 @@ func trafficRules(fc *familyConfig) []ruleset.Rule {
 	if !fc.serviceTraffic {
 		return nil
 	}
-	return []ruleset.Rule{
+	rules := []ruleset.Rule{
 		ruleset.R(ruleset.Lookup{Key: keyDst, Set: setServiceTraffic}).WithComment("count service traffic"),
 		ruleset.R(newConn, ruleset.Lookup{Key: keyDst, Set: setServiceConnections}).WithComment("count service connections"),
 	}
+	rules = append(rules, nodePortCountRules(fc, "count NodePort traffic", ruleset.Lookup{Key: keyNodePort, Set: setNodePortTraffic})...)
+	return append(rules, nodePortCountRules(fc, "count NodePort connections", newConn, ruleset.Lookup{Key: keyNodePort, Set: setNodePortConnections})...)
+}
+
+// nodePortCountRules are the NodePort rules (local addresses the
+// NodePorts answer on, never loopback) ending with tail, each behind a
+// lookup in the plain set of counted NodePorts: packets to other ports
+// pay one hash lookup, not the local-address check.
+func nodePortCountRules(fc *familyConfig, comment string, tail ...ruleset.Expr) []ruleset.Rule {
+	guard := ruleset.Lookup{Key: keyNodePort, Set: setNodePortCounted}
+	out := nodePortRules(fc, tail...)
+	for i := range out {
+		out[i].Exprs = append([]ruleset.Expr{guard}, out[i].Exprs...)
+		out[i].Comment = comment
+	}
+	return out
 }
 
 // countTraffic adds one address of the port to both counter sets.
@@ -71,6 +92,20 @@ func (r *portRenderer) countTraffic(v *portView, o *portObjects, ip netip.Addr) 
 	c := metrics.ServiceTrafficComment(v.sp.Name.Namespace, v.sp.Name.Name, v.sp.Name.Port, v.sp.Port)
 	for _, set := range nftCounterSets {
 		e := dstElement(ip, v, nil)
+		e.Counter = &ruleset.ElementCounter{Comment: c}
+		o.add(set, e)
+	}
+}
+
+// countNodePort adds the port's NodePort to the NodePort counter sets.
+func (r *portRenderer) countNodePort(v *portView, o *portObjects) {
+	if !r.fc.serviceTraffic || v.sp.NodePort == 0 {
+		return
+	}
+	c := metrics.ServiceTrafficComment(v.sp.Name.Namespace, v.sp.Name.Name, v.sp.Name.Port, v.sp.Port)
+	o.add(setNodePortCounted, portElement(v, nil))
+	for _, set := range []string{setNodePortTraffic, setNodePortConnections} {
+		e := portElement(v, nil)
 		e.Counter = &ruleset.ElementCounter{Comment: c}
 		o.add(set, e)
 	}
@@ -99,8 +134,12 @@ func (b *Backend) ServiceTraffic(ctx context.Context) ([]metrics.ServiceTrafficS
 
 // addCounted adds one element's counts to the sample of its address.
 func addCounted(out []metrics.ServiceTrafficSample, at map[string]int, fc *familyConfig, set string, e *ruleset.Element, key string) []metrics.ServiceTrafficSample {
-	if e.Counter == nil || len(e.Key) != 3 {
+	if e.Counter == nil || len(e.Key) < 2 {
 		return out
+	}
+	proto := e.Key[0] // NodePort sets: l4proto . port
+	if len(e.Key) == 3 {
+		proto = e.Key[1] // address sets: daddr . l4proto . port
 	}
 	i, ok := at[key]
 	if !ok {
@@ -111,9 +150,9 @@ func addCounted(out []metrics.ServiceTrafficSample, at map[string]int, fc *famil
 		i = len(out)
 		at[key] = i
 		out = append(out, metrics.ServiceTrafficSample{Namespace: ns, Service: svc, Port: port,
-			Protocol: protocolName(uint8(e.Key[1].Num)), Family: metrics.Family(fc.family)})
+			Protocol: protocolName(uint8(proto.Num)), Family: metrics.Family(fc.family)})
 	}
-	if set == setServiceConnections {
+	if set == setServiceConnections || set == setNodePortConnections {
 		out[i].Connections = e.Counter.Packets
 	} else {
 		out[i].Packets, out[i].Bytes = e.Counter.Packets, e.Counter.Bytes
