@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -76,8 +74,14 @@ func dnatTo(ep netip.AddrPort) []string {
 // kernelState is the State a sync would have applied: the service with
 // the given endpoints.
 func kernelState(endpoints ...netip.AddrPort) *proxier.State {
-	sp := &proxier.ServicePort{Name: dnsName, Protocol: v1.ProtocolUDP, Port: 53,
-		ClusterIPs: []netip.Addr{kClusterIP.Addr()}}
+	return kernelServiceState(dnsName, kClusterIP, endpoints...)
+}
+
+// kernelServiceState is the State of one service port at svc with ready
+// endpoints, on the kernel topology's node.
+func kernelServiceState(name proxier.ServicePortName, svc netip.AddrPort, endpoints ...netip.AddrPort) *proxier.State {
+	sp := &proxier.ServicePort{Name: name, Protocol: name.Protocol, Port: svc.Port(),
+		ClusterIPs: []netip.Addr{svc.Addr()}}
 	var list []proxier.Endpoint
 	for _, ep := range endpoints {
 		list = append(list, ready(ep))

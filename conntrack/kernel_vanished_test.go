@@ -58,15 +58,7 @@ func echo(c net.Conn, within time.Duration) error {
 }
 
 func webState(eps ...netip.AddrPort) *proxier.State {
-	sp := &proxier.ServicePort{Name: kWebName, Protocol: v1.ProtocolTCP, Port: kWebSvc.Port(),
-		ClusterIPs: []netip.Addr{kWebSvc.Addr()}}
-	var list []proxier.Endpoint
-	for _, ep := range eps {
-		list = append(list, ready(ep))
-	}
-	st := state(sp, list)
-	st.Node.Addresses = []netip.Addr{kNode}
-	return st
+	return kernelServiceState(kWebName, kWebSvc, eps...)
 }
 
 // TestKernelVanishedEndpointReset: two clients hold connections through

@@ -1,8 +1,11 @@
 package userspace
 
 import (
+	"iter"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 )
 
 // EndConnectionsTo aborts every relayed TCP connection whose endpoint
@@ -12,38 +15,32 @@ import (
 // connection still relayed to it would hang until the client's timeouts.
 // Connections to every other endpoint, draining ones included, go on.
 func (b *Backend) EndConnectionsTo(addrs []netip.Addr) int {
-	set := addrSet(addrs)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := 0
-	for _, s := range b.sockets {
-		n += s.endTo(set)
-	}
-	for _, s := range b.draining {
-		n += s.endTo(set)
-	}
-	return n
+	return endAll(addrs, maps.Values(b.sockets), slices.Values(b.draining))
 }
 
 // EndConnectionsTo is Backend.EndConnectionsTo for the localhost NodePort
 // listeners.
 func (l *LocalhostNodePorts) EndConnectionsTo(addrs []netip.Addr) int {
-	set := addrSet(addrs)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, p := range l.proxies {
-		n += p.endTo(set)
-	}
-	return n
+	return endAll(addrs, maps.Values(l.proxies))
 }
 
-func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
+// endAll aborts the connections to addrs of every socket of the groups.
+func endAll[S interface{ endTo(map[netip.Addr]bool) int }](addrs []netip.Addr, groups ...iter.Seq[S]) int {
 	set := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		set[a.Unmap()] = true
 	}
-	return set
+	n := 0
+	for _, g := range groups {
+		for s := range g {
+			n += s.endTo(set)
+		}
+	}
+	return n
 }
 
 // endTo aborts the socket's connections to the addresses.
