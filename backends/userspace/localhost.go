@@ -130,10 +130,11 @@ func loopbackAddr(f v1.IPFamily) netip.Addr {
 // planLocalhost is what the listeners should be: every TCP NodePort of a
 // service with a cluster IP of a served family, with its Cluster
 // endpoints of that family. Pure.
-func planLocalhost(st *proxier.State, families []v1.IPFamily) map[localhostKey]socketSpec {
+// scope limits it to some service ports; nil means all.
+func planLocalhost(st *proxier.State, families []v1.IPFamily, scope map[proxier.ServicePortName]bool) map[localhostKey]socketSpec {
 	want := map[localhostKey]socketSpec{}
 	for name, sp := range st.Services {
-		if sp.Protocol != v1.ProtocolTCP || sp.NodePort == 0 {
+		if sp.Protocol != v1.ProtocolTCP || sp.NodePort == 0 || scope != nil && !scope[name] {
 			continue
 		}
 		for _, fam := range families {
@@ -153,17 +154,20 @@ func planLocalhost(st *proxier.State, families []v1.IPFamily) map[localhostKey]s
 
 // Sync makes the listeners match the state: new NodePorts get one,
 // removed ones stop accepting (their connections drain), the others get
-// the new endpoints. A port another socket holds is logged once, counted,
-// and retried on the next sync; the error joins every such failure.
-func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
-	want := planLocalhost(st, l.cfg.Families)
+// the new endpoints. A partial sync (diff not Full) looks only at the
+// service ports the diff names, and at those whose listener failed. A
+// port another socket holds is logged once, counted, and retried on the
+// next sync; the error joins every such failure.
+func (l *LocalhostNodePorts) Sync(st *proxier.State, diff *proxier.Diff) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil
 	}
+	scope := l.scopeLocked(diff)
+	want := planLocalhost(st, l.cfg.Families, scope)
 	for key, p := range l.proxies {
-		if _, ok := want[key]; !ok {
+		if _, ok := want[key]; !ok && (scope == nil || scope[key.name]) {
 			p.close(true)
 			l.metrics.release(relaySeries)
 			delete(l.proxies, key)
@@ -171,7 +175,7 @@ func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
 		}
 	}
 	for key := range l.failed {
-		if _, ok := want[key]; !ok {
+		if _, ok := want[key]; !ok && (scope == nil || scope[key.name]) {
 			delete(l.failed, key)
 		}
 	}
@@ -190,6 +194,22 @@ func (l *LocalhostNodePorts) Sync(st *proxier.State) error {
 	}
 	l.countLocked()
 	return errors.Join(errs...)
+}
+
+// scopeLocked is what a sync looks at: nil (everything) on a full sync,
+// else the changed service ports and those whose listener failed.
+func (l *LocalhostNodePorts) scopeLocked(diff *proxier.Diff) map[proxier.ServicePortName]bool {
+	if diff == nil || diff.Full {
+		return nil
+	}
+	scope := make(map[proxier.ServicePortName]bool, len(diff.Changed)+len(l.failed))
+	for name := range diff.Changed {
+		scope[name] = true
+	}
+	for key := range l.failed {
+		scope[key.name] = true
+	}
+	return scope
 }
 
 // open binds one loopback listener.

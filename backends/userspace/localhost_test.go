@@ -45,7 +45,7 @@ func TestLocalhostNodePortsRelay(t *testing.T) {
 	np := freeLoopbackPort(t)
 	st := newState()
 	nodePortService(st, "web", np, a.addr(), b.addr())
-	if err := l.Sync(st); err != nil {
+	if err := l.Sync(st, nil); err != nil {
 		t.Fatal(err)
 	}
 	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), np)
@@ -58,7 +58,7 @@ func TestLocalhostNodePortsRelay(t *testing.T) {
 	}
 
 	// Removed: the port is closed again.
-	if err := l.Sync(newState()); err != nil {
+	if err := l.Sync(newState(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := request(t, addr, "x"); err == nil {
@@ -86,7 +86,7 @@ func TestLocalhostNodePortsSelection(t *testing.T) {
 	v6 := nodePortService(st, "v6", 30003, netip.MustParseAddrPort("[fd00::1]:80"))
 	v6.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:96::1")}
 
-	want := planLocalhost(st, []v1.IPFamily{v1.IPv4Protocol})
+	want := planLocalhost(st, []v1.IPFamily{v1.IPv4Protocol}, nil)
 	if len(want) != 1 {
 		t.Fatalf("planned %d listeners, want only etp-local's: %v", len(want), want)
 	}
@@ -97,7 +97,7 @@ func TestLocalhostNodePortsSelection(t *testing.T) {
 	if spec.affinity.Seconds() != 10800 {
 		t.Errorf("affinity %v, want 3h", spec.affinity)
 	}
-	if got := planLocalhost(st, []v1.IPFamily{v1.IPv6Protocol}); len(got) != 1 {
+	if got := planLocalhost(st, []v1.IPFamily{v1.IPv6Protocol}, nil); len(got) != 1 {
 		t.Errorf("IPv6 plan %v, want the v6 service only", got)
 	}
 }
@@ -114,14 +114,14 @@ func TestLocalhostNodePortsPortTaken(t *testing.T) {
 	np := uint16(holder.Addr().(*net.TCPAddr).Port)
 	st := newState()
 	nodePortService(st, "web", np, a.addr())
-	if err := l.Sync(st); err == nil {
+	if err := l.Sync(st, nil); err == nil {
 		t.Fatal("sync succeeded although the port is taken")
 	}
 	if v, _ := metricValue(t, reg, "kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total", "ip_family", "IPv4"); v != 1 {
 		t.Errorf("failures %v, want 1", v)
 	}
 	holder.Close()
-	if err := l.Sync(st); err != nil {
+	if err := l.Sync(st, nil); err != nil {
 		t.Fatalf("sync after the port was freed: %v", err)
 	}
 	if got := requests(t, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), np), 1); got[0] != "a" {
@@ -151,7 +151,7 @@ func TestLocalhostNodePortsIPv6(t *testing.T) {
 	}
 	b := serveTCP(t, "b", ln6)
 	setEndpoints(st, sp.Name, b.addr())
-	if err := l.Sync(st); err != nil {
+	if err := l.Sync(st, nil); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.DialTCP("tcp6", nil, &net.TCPAddr{IP: net.IPv6loopback, Port: int(np)})
@@ -165,5 +165,31 @@ func TestLocalhostNodePortsIPv6(t *testing.T) {
 	n, _ := c.Read(out)
 	if string(out[:n]) != "b:x" {
 		t.Errorf("[::1]:%d answered %q, want b:x", np, out[:n])
+	}
+}
+
+// TestLocalhostNodePortsPartialSync: a partial sync looks only at the
+// service ports its diff names: others keep their listeners, a named one
+// that is gone loses its own.
+func TestLocalhostNodePortsPartialSync(t *testing.T) {
+	l, reg := newLocalhostForTest(t)
+	a := startTCPServer(t, "a")
+	st := newState()
+	web := nodePortService(st, "web", freeLoopbackPort(t), a.addr())
+	other := nodePortService(st, "other", freeLoopbackPort(t), a.addr())
+	if err := l.Sync(st, &proxier.Diff{Full: true}); err != nil {
+		t.Fatal(err)
+	}
+	gone := cloneState(st)
+	delete(gone.Services, web.Name)
+	delete(gone.Services, other.Name) // not named by the diff: its listener stays
+	if err := l.Sync(gone, &proxier.Diff{Changed: map[proxier.ServicePortName]struct{}{web.Name: {}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := metricValue(t, reg, "kubeproxy_nftables_localhost_nodeport_listeners", "ip_family", "IPv4"); v != 1 {
+		t.Errorf("listeners %v after a partial sync naming web, want 1 (other's)", v)
+	}
+	if got := requests(t, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), other.NodePort), 1); got[0] != "a" {
+		t.Errorf("other's listener answered %v", got)
 	}
 }

@@ -73,7 +73,7 @@ func wrapLocalhostNodePorts(o *Options, b proxier.Backend, reg prometheus.Regist
 
 func (w *withLocalhostNodePorts) Sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
 	res, err := w.Backend.Sync(ctx, st, diff)
-	_ = w.relay.Sync(st) // failures are logged and counted by the relay
+	_ = w.relay.Sync(st, diff) // failures are logged and counted by the relay
 	return res, err
 }
 
