@@ -60,7 +60,7 @@ func checkCounted(t *testing.T, tp *testTopology, be *Backend) {
 	const n = 40
 	for _, c := range []struct{ network, key string }{{"tcp", "default/web:http"}, {"udp", "default/web:udp"}} {
 		before := ipsetTraffic(t, be)
-		if _, err := tp.fromClient(c.network, webIP+":80", n); err != nil {
+		if _, err := kerneltest.Flows(tp.client, c.network, webIP+":80", n, []byte("hello\n"), ioTimeout); err != nil {
 			t.Fatal(err)
 		}
 		after := ipsetTraffic(t, be)

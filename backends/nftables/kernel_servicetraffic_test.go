@@ -37,7 +37,13 @@ func TestKernelServiceTraffic(t *testing.T) {
 	} {
 		network := c.network
 		before := nodeTraffic(t, tp.node, b)
-		spread(t, tp.client, network, c.addr, n, "")
+		var req []byte
+		if network == "udp" {
+			req = []byte("hello\n")
+		}
+		if _, err := kerneltest.Flows(tp.client, network, c.addr, n, req, ioTimeout); err != nil {
+			t.Fatal(err)
+		}
 		after := nodeTraffic(t, tp.node, b)
 		key := "default/web:" + network
 		d := sub(after[key], before[key])
