@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,7 +18,7 @@ func main() {
 }
 
 // run executes the command and returns the process exit code: 0 on success,
-// 1 with the error on stderr otherwise.
+// 1 with the error logged otherwise (app.ReportError).
 func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -33,7 +32,7 @@ func run() int {
 
 	cmd := app.NewCommand(app.Run)
 	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "switchyard: %v\n", err)
+		app.ReportError(err, os.Args[1:], os.Stderr)
 		return 1
 	}
 	return 0

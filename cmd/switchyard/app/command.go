@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -27,7 +26,7 @@ func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
 		}
 		return run(ctx, o)
 	}
-	warn := func(msg string) { klog.Warning(msg) }
+	warn := warnLater
 	cmd := newCommand(withLogging, warn)
 	cmd.AddCommand(newExplainCommand(func(ctx context.Context, o *Options, req *explainRequest) error {
 		if err := applyLogging(o); err != nil {
