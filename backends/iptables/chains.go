@@ -156,7 +156,7 @@ func tierOf(t table, name string) tier {
 func ownedTopLevelChains(t table) []string {
 	switch t {
 	case tableMangle:
-		return []string{chainCanary, chainServiceTraffic}
+		return []string{chainCanary, chainServiceTraffic, chainNodePortTraffic}
 	case tableFilter:
 		return []string{chainServices, chainExternalServices, chainNodePorts, chainForward, chainProxyFirewall, chainCanary}
 	case tableNAT:

@@ -2,6 +2,8 @@ package iptables
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +16,8 @@ import (
 
 // TestKernelServiceTraffic: with --service-traffic-metrics, N TCP
 // connections (and N UDP exchanges, each from a new socket) through a
-// cluster IP raise its connections counter by exactly N and its packets
+// cluster IP, and through a NodePort, raise the port's connections
+// counter by exactly N and its packets
 // and bytes; other ports do not move; a deleted Service's series is gone,
 // and so are its ipset members. Both iptables backends.
 func TestKernelServiceTraffic(t *testing.T) {
@@ -58,15 +61,21 @@ func TestKernelServiceTraffic(t *testing.T) {
 
 func checkCounted(t *testing.T, tp *testTopology, be *Backend) {
 	const n = 40
-	for _, c := range []struct{ network, key string }{{"tcp", "default/web:http"}, {"udp", "default/web:udp"}} {
+	nodePort := net.JoinHostPort(topoNodeIP, strconv.Itoa(webNodePort))
+	for _, c := range []struct{ network, key, what, addr string }{
+		{"tcp", "default/web:http", "the cluster IP", webIP + ":80"},
+		{"udp", "default/web:udp", "the cluster IP", webIP + ":80"},
+		{"tcp", "default/web:http", "the NodePort", nodePort},
+		{"udp", "default/web:udp", "the NodePort", nodePort},
+	} {
 		before := ipsetTraffic(t, be)
-		if _, err := kerneltest.Flows(tp.client, c.network, webIP+":80", n, []byte("hello\n"), ioTimeout); err != nil {
+		if _, err := kerneltest.Flows(tp.client, c.network, c.addr, n, []byte("hello\n"), ioTimeout); err != nil {
 			t.Fatal(err)
 		}
 		after := ipsetTraffic(t, be)
 		a, b := after[c.key], before[c.key]
 		dc, dp, db := a.Connections-b.Connections, a.Packets-b.Packets, a.Bytes-b.Bytes
-		t.Logf("%s: %d requests through the cluster IP: +%d connections, +%d packets, +%d bytes", c.network, n, dc, dp, db)
+		t.Logf("%s: %d requests through %s: +%d connections, +%d packets, +%d bytes", c.network, n, c.what, dc, dp, db)
 		if dc != n {
 			t.Errorf("%s: connections went up by %d, want exactly %d", c.network, dc, n)
 		}

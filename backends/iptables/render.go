@@ -261,24 +261,43 @@ func buildDispatch(fc *familyConfig, rs *Ruleset) []*chainRules {
 // addrtype LOCAL, so interface changes need no resync).
 func nodePortsJumps(fc *familyConfig) []string {
 	const note = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
-	loopback := loopbackPrefix(fc.family)
-	if len(fc.nodePortAddresses) == 0 {
-		var notLoopback string
-		if !fc.localhostNodePorts {
-			// Localhost NodePorts never work on IPv6 and need route_localnet
-			// on IPv4.
-			notLoopback = "! -d " + loopback.String() + " "
-		}
-		return []string{rule(chainServices, notLoopback+comment(note), "-m addrtype --dst-type LOCAL -j", chainNodePorts)}
+	prefixes, all := nodePortPrefixes(fc)
+	if all {
+		return []string{rule(chainServices, allNodePortsDst(fc)+comment(note), "-m addrtype --dst-type LOCAL -j", chainNodePorts)}
 	}
 	var out []string
+	for _, p := range prefixes {
+		out = append(out, rule(chainServices, "-d "+p.String(), comment(note), "-m addrtype --dst-type LOCAL -j", chainNodePorts))
+	}
+	return out
+}
+
+// nodePortPrefixes are the --nodeport-addresses prefixes NodePorts are
+// served on (loopback ones only with localhost NodePorts), or all when
+// every local address serves them.
+func nodePortPrefixes(fc *familyConfig) (prefixes []netip.Prefix, all bool) {
+	if len(fc.nodePortAddresses) == 0 {
+		return nil, true
+	}
+	loopback := loopbackPrefix(fc.family)
 	for _, p := range fc.nodePortAddresses {
 		if loopback.Contains(p.Addr()) && p.Bits() >= loopback.Bits() && !fc.localhostNodePorts {
 			continue
 		}
-		out = append(out, rule(chainServices, "-d "+p.String(), comment(note), "-m addrtype --dst-type LOCAL -j", chainNodePorts))
+		prefixes = append(prefixes, p)
 	}
-	return out
+	return prefixes, false
+}
+
+// allNodePortsDst is the destination match (with a trailing space, or
+// empty) when every local address serves NodePorts: loopback excluded
+// unless localhost NodePorts are on (they never work on IPv6 and need
+// route_localnet on IPv4).
+func allNodePortsDst(fc *familyConfig) string {
+	if fc.localhostNodePorts {
+		return ""
+	}
+	return "! -d " + loopbackPrefix(fc.family).String() + " "
 }
 
 func loopbackPrefix(family v1.IPFamily) netip.Prefix {

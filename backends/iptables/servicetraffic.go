@@ -35,16 +35,48 @@ import (
 // go up: one hash lookup per packet, two per new flow, whatever the
 // number of Services.
 //
+// NodePorts are counted the same way in a second pair of sets, of type
+// hash:net,port, matched from the sub-chain KUBE-NODEPORT-TRAFFIC, which
+// KUBE-SERVICE-TRAFFIC enters under the same destination conditions as
+// nat KUBE-SERVICES' jump to KUBE-NODEPORTS (local addresses, inside
+// --nodeport-addresses): whatever address of the node a client uses, a
+// NodePort packet matches one of the port's two members, the halves of
+// the family's address space (0.0.0.0/1 and 128.0.0.0/1; ::/1 and
+// 8000::/1), since ipset allows no /0 and a port-only set type would
+// ignore the protocol.
+//
 // The sets are kept by difference (members added and deleted, never
 // flushed), so counts survive syncs and restarts; a Service's members go
-// with it. Counted: packets from clients to the service address, before
-// any rejection for want of endpoints; not replies; not NodePorts.
+// with it. Counted: packets from clients to the service address or
+// NodePort, before any rejection for want of endpoints; not replies.
 const (
-	chainServiceTraffic = "KUBE-SERVICE-TRAFFIC"
+	chainServiceTraffic  = "KUBE-SERVICE-TRAFFIC"
+	chainNodePortTraffic = "KUBE-NODEPORT-TRAFFIC"
 	// Set names, prefixed "KUBE-6-" in IPv6 as the ipvs mode's.
-	setServiceTraffic     = "KUBE-SERVICE-TRAFFIC"
-	setServiceConnections = "KUBE-SERVICE-CONNS"
+	setServiceTraffic      = "KUBE-SERVICE-TRAFFIC"
+	setServiceConnections  = "KUBE-SERVICE-CONNS"
+	setNodePortTraffic     = "KUBE-NODEPORT-TRAFFIC"
+	setNodePortConnections = "KUBE-NODEPORT-CONNS"
 )
+
+// counterKind is one pair of counter sets: one counts every packet to
+// its members, the other each new connection.
+type counterKind struct {
+	traffic, conns string // set names (IPv4)
+	ipsetType      string
+	// members adds the port's members, each "ADDR,proto:port".
+	members func(fam v1.IPFamily, sp *proxier.ServicePort, proto string, add func(string))
+}
+
+var counterKinds = []counterKind{
+	{setServiceTraffic, setServiceConnections, "hash:ip,port", serviceAddrMembers},
+	{setNodePortTraffic, setNodePortConnections, "hash:net,port", nodePortMembers},
+}
+
+// sets are the kind's two set names in the family.
+func (k counterKind) sets(fam v1.IPFamily) []string {
+	return []string{trafficSetName(fam, k.traffic), trafficSetName(fam, k.conns)}
+}
 
 // CounterSets is the iptables mode's way to its counter ipsets: restore
 // input ("create", "add", "del" lines) and `ipset save SET` output, which
@@ -69,16 +101,53 @@ func ipsetFamily(fam v1.IPFamily) string {
 	return "inet"
 }
 
-// trafficChain is mangle KUBE-SERVICE-TRAFFIC, when counting.
+// trafficChain is mangle KUBE-SERVICE-TRAFFIC and its NodePort
+// sub-chain, when counting.
 func trafficChain(fc *familyConfig) []*chainRules {
 	if !fc.serviceTraffic {
 		return nil
 	}
-	pkts, conns := trafficSetName(fc.family, setServiceTraffic), trafficSetName(fc.family, setServiceConnections)
-	return []*chainRules{newChain(tableMangle, chainServiceTraffic,
-		rule(chainServiceTraffic, comment("count service traffic"), "-m set --match-set", pkts, "dst,dst"),
-		rule(chainServiceTraffic, comment("count service connections"), "-m conntrack --ctstate NEW -m set --match-set", conns, "dst,dst"),
-	)}
+	rules := setMatchRules(chainServiceTraffic, fc.family, counterKinds[0], "service")
+	for _, dst := range nodePortTrafficDsts(fc) {
+		rules = append(rules, rule(chainServiceTraffic, strings.TrimSpace(dst+" -m addrtype --dst-type LOCAL -j "+chainNodePortTraffic)))
+	}
+	return []*chainRules{
+		newChain(tableMangle, chainServiceTraffic, rules...),
+		newChain(tableMangle, chainNodePortTraffic, setMatchRules(chainNodePortTraffic, fc.family, counterKinds[1], "nodeport")...),
+	}
+}
+
+// setMatchRules match the kind's two sets: every packet, and new
+// connections.
+func setMatchRules(chain string, fam v1.IPFamily, k counterKind, what string) []string {
+	sets := k.sets(fam)
+	return []string{
+		rule(chain, comment("count "+what+" traffic"), "-m set --match-set", sets[0], "dst,dst"),
+		rule(chain, comment("count "+what+" connections"), "-m conntrack --ctstate NEW -m set --match-set", sets[1], "dst,dst"),
+	}
+}
+
+// nodePortTrafficDsts are the destination matches under which a packet
+// to a local address is NodePort traffic, as nodePortsJumps decides it,
+// with prefixes inside other prefixes dropped so that no packet is
+// counted twice.
+func nodePortTrafficDsts(fc *familyConfig) []string {
+	prefixes, all := nodePortPrefixes(fc)
+	if all {
+		return []string{strings.TrimSpace(allNodePortsDst(fc))}
+	}
+	var out []string
+	for i, p := range prefixes {
+		covered := false
+		for j, q := range prefixes {
+			inside := q.Bits() < p.Bits() && q.Contains(p.Addr())
+			covered = covered || inside || (q == p && j < i)
+		}
+		if !covered {
+			out = append(out, "-d "+p.String())
+		}
+	}
+	return out
 }
 
 // trafficJumps send every packet of the family through the counters.
@@ -90,36 +159,62 @@ func trafficJumps() []jumpRule {
 	}
 }
 
-// counterMembers are the members both sets must hold for the state:
-// "IP,proto:port" -> comment.
-func counterMembers(fam v1.IPFamily, st *proxier.State) map[string]string {
-	out := map[string]string{}
+// counterMembers are the members each kind's sets must hold for the
+// state: "ADDR,proto:port" -> comment.
+func counterMembers(fam v1.IPFamily, st *proxier.State) []map[string]string {
+	out := make([]map[string]string, len(counterKinds))
+	for i := range out {
+		out[i] = map[string]string{}
+	}
 	for _, sp := range st.Services {
 		proto := strings.ToLower(string(sp.Protocol))
 		if sp.Port == 0 || (proto != "tcp" && proto != "udp" && proto != "sctp") {
 			continue
 		}
-		cip, ok := sp.ClusterIP(fam)
-		if !ok || !cip.IsValid() {
+		if cip, ok := sp.ClusterIP(fam); !ok || !cip.IsValid() {
 			continue
 		}
 		c := metrics.ServiceTrafficComment(sp.Name.Namespace, sp.Name.Name, sp.Name.Port, sp.Port)
-		addrs := slices.Concat([]netip.Addr{cip}, proxier.AddrsOfFamily(sp.ExternalIPs, fam), proxier.AddrsOfFamily(sp.LoadBalancerIPs, fam))
-		for _, a := range addrs {
-			out[a.Unmap().String()+","+proto+":"+strconv.Itoa(int(sp.Port))] = c
+		for i, k := range counterKinds {
+			k.members(fam, sp, proto, func(m string) { out[i][m] = c })
 		}
 	}
 	return out
+}
+
+// serviceAddrMembers are the cluster IP, external IPs and load-balancer
+// IPs of the port.
+func serviceAddrMembers(fam v1.IPFamily, sp *proxier.ServicePort, proto string, add func(string)) {
+	cip, _ := sp.ClusterIP(fam)
+	addrs := slices.Concat([]netip.Addr{cip}, proxier.AddrsOfFamily(sp.ExternalIPs, fam), proxier.AddrsOfFamily(sp.LoadBalancerIPs, fam))
+	for _, a := range addrs {
+		add(a.Unmap().String() + "," + proto + ":" + strconv.Itoa(int(sp.Port)))
+	}
+}
+
+// nodePortMembers are the NodePort's two members, the halves of the
+// family's address space.
+func nodePortMembers(fam v1.IPFamily, sp *proxier.ServicePort, proto string, add func(string)) {
+	if sp.NodePort == 0 {
+		return
+	}
+	halves := []string{"0.0.0.0/1", "128.0.0.0/1"}
+	if fam == v1.IPv6Protocol {
+		halves = []string{"::/1", "8000::/1"}
+	}
+	for _, h := range halves {
+		add(h + "," + proto + ":" + strconv.Itoa(int(sp.NodePort)))
+	}
 }
 
 // counterSetsSync keeps one family's counter sets equal to the state.
 type counterSetsSync struct {
 	sets CounterSets
 	fam  v1.IPFamily
-	// written is what both sets hold (member -> comment); nil until read
-	// from the kernel.
-	written map[string]string
-	// created is set once a restore created both sets (or found them).
+	// written is what each kind's sets hold (member -> comment); nil
+	// until read from the kernel.
+	written []map[string]string
+	// created is set once a restore created every set (or found them).
 	created bool
 }
 
@@ -128,25 +223,13 @@ type counterSetsSync struct {
 // or renamed, adds the new ones.
 func (c *counterSetsSync) sync(ctx context.Context, st *proxier.State) error {
 	if c.written == nil {
-		have, err := c.read(ctx)
-		if err != nil {
-			return err
-		}
-		c.written = have
+		c.written = c.read(ctx)
 	}
 	want := counterMembers(c.fam, st)
 	var b bytes.Buffer
-	for _, base := range []string{setServiceTraffic, setServiceConnections} {
-		set := trafficSetName(c.fam, base)
-		for _, m := range slices.Sorted(maps.Keys(c.written)) {
-			if cm, ok := want[m]; !ok || cm != c.written[m] {
-				fmt.Fprintf(&b, "del %s %s -exist\n", set, m)
-			}
-		}
-		for _, m := range slices.Sorted(maps.Keys(want)) {
-			if cm, ok := c.written[m]; !ok || cm != want[m] {
-				fmt.Fprintf(&b, "add %s %s comment %q -exist\n", set, m, want[m])
-			}
+	for i, k := range counterKinds {
+		for _, set := range k.sets(c.fam) {
+			writeMemberDiff(&b, set, c.written[i], want[i])
 		}
 	}
 	if b.Len() == 0 && c.created {
@@ -155,8 +238,10 @@ func (c *counterSetsSync) sync(ctx context.Context, st *proxier.State) error {
 	// Creating an existing set with -exist does nothing; a set deleted
 	// behind our back comes back (empty) before the rules name it.
 	var creates bytes.Buffer
-	for _, base := range []string{setServiceTraffic, setServiceConnections} {
-		fmt.Fprintf(&creates, "create %s hash:ip,port family %s counters comment -exist\n", trafficSetName(c.fam, base), ipsetFamily(c.fam))
+	for _, k := range counterKinds {
+		for _, set := range k.sets(c.fam) {
+			fmt.Fprintf(&creates, "create %s %s family %s counters comment -exist\n", set, k.ipsetType, ipsetFamily(c.fam))
+		}
 	}
 	if err := c.sets.Restore(ctx, append(creates.Bytes(), b.Bytes()...)); err != nil {
 		c.written, c.created = nil, false // read again next time
@@ -166,18 +251,36 @@ func (c *counterSetsSync) sync(ctx context.Context, st *proxier.State) error {
 	return nil
 }
 
-// read gives what the traffic set holds (member -> comment); empty when
-// it does not exist, which sync then creates.
-func (c *counterSetsSync) read(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{}
-	data, err := c.sets.Save(ctx, trafficSetName(c.fam, setServiceTraffic))
-	if err != nil {
-		return out, nil // no such set yet
+// writeMemberDiff writes the restore lines that take set from have to
+// want.
+func writeMemberDiff(b *bytes.Buffer, set string, have, want map[string]string) {
+	for _, m := range slices.Sorted(maps.Keys(have)) {
+		if cm, ok := want[m]; !ok || cm != have[m] {
+			fmt.Fprintf(b, "del %s %s -exist\n", set, m)
+		}
 	}
-	for _, m := range parseCounted(data) {
-		out[m.member] = m.comment
+	for _, m := range slices.Sorted(maps.Keys(want)) {
+		if cm, ok := have[m]; !ok || cm != want[m] {
+			fmt.Fprintf(b, "add %s %s comment %q -exist\n", set, m, want[m])
+		}
 	}
-	return out, nil
+}
+
+// read gives what each kind's traffic set holds (member -> comment);
+// empty for a set that does not exist, which sync then creates.
+func (c *counterSetsSync) read(ctx context.Context) []map[string]string {
+	out := make([]map[string]string, len(counterKinds))
+	for i, k := range counterKinds {
+		out[i] = map[string]string{}
+		data, err := c.sets.Save(ctx, k.sets(c.fam)[0])
+		if err != nil {
+			continue // no such set yet
+		}
+		for _, m := range parseCounted(data) {
+			out[i][m.member] = m.comment
+		}
+	}
+	return out
 }
 
 // counted is one member of `ipset save` output with its extensions.
@@ -221,22 +324,25 @@ func (b *Backend) ServiceTraffic(ctx context.Context) ([]metrics.ServiceTrafficS
 			continue
 		}
 		at := map[string]int{}
-		for _, base := range []string{setServiceTraffic, setServiceConnections} {
-			data, err := f.counters.sets.Save(ctx, trafficSetName(f.fc.family, base))
-			if err != nil {
-				return nil, fmt.Errorf("service traffic counters: %w", err)
-			}
-			for _, m := range parseCounted(data) {
-				out = addCountedMember(out, at, f.fc.family, base, m)
+		for _, k := range counterKinds {
+			for i, set := range k.sets(f.fc.family) {
+				data, err := f.counters.sets.Save(ctx, set)
+				if err != nil {
+					return nil, fmt.Errorf("service traffic counters: %w", err)
+				}
+				for _, m := range parseCounted(data) {
+					out = addCountedMember(out, at, f.fc.family, k.traffic+" "+m.member, i == 1, m)
+				}
 			}
 		}
 	}
 	return out, nil
 }
 
-// addCountedMember adds one member's counts to the sample of its address.
-func addCountedMember(out []metrics.ServiceTrafficSample, at map[string]int, fam v1.IPFamily, set string, m counted) []metrics.ServiceTrafficSample {
-	i, ok := at[m.member]
+// addCountedMember adds one member's counts to the sample of its address
+// (key: the member in its kind).
+func addCountedMember(out []metrics.ServiceTrafficSample, at map[string]int, fam v1.IPFamily, key string, conns bool, m counted) []metrics.ServiceTrafficSample {
+	i, ok := at[key]
 	if !ok {
 		ns, svc, port, ok := metrics.ParseServiceTrafficComment(m.comment)
 		_, pp, _ := strings.Cut(m.member, ",")
@@ -245,11 +351,11 @@ func addCountedMember(out []metrics.ServiceTrafficSample, at map[string]int, fam
 			return out
 		}
 		i = len(out)
-		at[m.member] = i
+		at[key] = i
 		out = append(out, metrics.ServiceTrafficSample{Namespace: ns, Service: svc, Port: port,
 			Protocol: strings.ToUpper(proto), Family: metrics.Family(fam)})
 	}
-	if set == setServiceConnections {
+	if conns {
 		out[i].Connections = m.packets
 	} else {
 		out[i].Packets, out[i].Bytes = m.packets, m.bytes
@@ -307,10 +413,11 @@ func destroyCounterSets(ctx context.Context, cs CounterSets, fam v1.IPFamily) er
 		return nil
 	}
 	var cmds []string
-	for _, base := range []string{setServiceTraffic, setServiceConnections} {
-		name := trafficSetName(fam, base)
-		if _, err := cs.Save(ctx, name); err == nil {
-			cmds = append(cmds, "destroy "+name+"\n")
+	for _, k := range counterKinds {
+		for _, name := range k.sets(fam) {
+			if _, err := cs.Save(ctx, name); err == nil {
+				cmds = append(cmds, "destroy "+name+"\n")
+			}
 		}
 	}
 	if len(cmds) == 0 {
