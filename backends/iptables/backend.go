@@ -75,7 +75,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	for i, f := range b.families {
 		if f.counters != nil {
 			// Before the rules that name the sets.
-			if err := f.counters.sync(ctx, state); err != nil {
+			if err := f.counters.sync(ctx, state, diff); err != nil {
 				errs = append(errs, fmt.Errorf("iptables %s: %w", f.fam, err))
 				continue
 			}

@@ -220,8 +220,14 @@ type counterSetsSync struct {
 
 // sync writes the difference between the state and the sets: creates
 // them if missing (before any rule refers to them), deletes members gone
-// or renamed, adds the new ones.
-func (c *counterSetsSync) sync(ctx context.Context, st *proxier.State) error {
+// or renamed, adds the new ones. A partial sync in which no service port
+// changed (endpoints only) has nothing to do: the members are service
+// addresses and NodePorts, and recomputing them costs ~12 ms at 10k
+// services.
+func (c *counterSetsSync) sync(ctx context.Context, st *proxier.State, diff *proxier.Diff) error {
+	if c.created && diff != nil && !diff.Full && !diff.ServicesChanged {
+		return nil
+	}
 	if c.written == nil {
 		c.written = c.read(ctx)
 	}
