@@ -52,21 +52,6 @@ func registerServiceTraffic(o *Options, b proxier.Backend, reg prometheus.Regist
 	return reg.Register(metrics.NewServiceTrafficCollector(src, 0))
 }
 
-// newModeBackend builds the mode's own backend.
-func newModeBackend(o *Options, m *metrics.Metrics, reg prometheus.Registerer) (proxier.Backend, error) {
-	switch o.Mode {
-	case ModeIPTables:
-		return newIPTablesBackend(o, m, reg)
-	case ModeUserspace:
-		return newUserspaceBackend(o, reg)
-	case ModeIPVS:
-		return newIPVSBackend(o, reg)
-	case ModeNFTables:
-		return newNFTablesBackend(o, reg)
-	}
-	return nil, fmt.Errorf("unknown proxy mode %q", o.Mode)
-}
-
 // newIPVSBackend programs kernel IPVS in this network namespace.
 func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error) {
 	k, err := ipvs.NewKernel("")
@@ -213,29 +198,10 @@ func ensureNFAcct(reg prometheus.Registerer) bool {
 func cleanupAll(ctx context.Context, o *Options) error {
 	var errs []error
 	all := withAllFamilies(o)
-	if b, err := newIPTablesBackend(all, nil, nil); err != nil {
-		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
-	} else if err := b.Cleanup(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
-	}
-	if !ipvsLoaded() {
-		// IPVS never ran in this network namespace: no virtual
-		// services, and no kube-ipvs0 or ipsets of ours either.
-		klog.V(2).InfoS("Skipping IPVS cleanup: IPVS is not loaded")
-	} else if b, err := newIPVSBackend(all, nil); err != nil {
-		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
-	} else if err := b.Cleanup(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("ipvs cleanup: %w", err))
-	}
-	if b, err := newNFTablesBackend(all, nil); err != nil {
-		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
-	} else if err := b.Cleanup(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("nftables cleanup: %w", err))
-	}
-	if b, err := newUserspaceBackend(all, nil); err != nil {
-		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
-	} else if err := b.Cleanup(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("userspace cleanup: %w", err))
+	for i := range modes {
+		if err := cleanupMode(ctx, &modes[i], all); err != nil {
+			errs = append(errs, fmt.Errorf("%s cleanup: %w", modes[i].name, err))
+		}
 	}
 	// Chains of kube-proxy's modes switchyard's do not create (its ipvs
 	// mode's filter chains, KUBE-XLB-* of old releases).
@@ -284,7 +250,8 @@ func ipvsLoaded() bool {
 func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, backend proxier.Backend) ([]proxier.PostSyncHook, error) {
 	hooks := []proxier.PostSyncHook{newMemoryReleaser(), newTakeover(leftoverSteps(o))}
 	var table *conntrack.NetlinkTable
-	if o.Mode != ModeUserspace {
+	nat := specOf(o.Mode).conntrackNAT
+	if nat {
 		var err error
 		if table, err = conntrack.NewNetlinkTable(netns.None()); err != nil {
 			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
@@ -296,7 +263,7 @@ func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, ba
 	}
 	// ipvs: deleting conntrack entries does not move IPVS connections;
 	// its backend ends them (draining real servers deleted at once).
-	reaper, err := newVanishedReaper(o, reg, backend, o.Mode == ModeIPTables || o.Mode == ModeNFTables)
+	reaper, err := newVanishedReaper(o, reg, backend, nat)
 	if err != nil {
 		return nil, err
 	}

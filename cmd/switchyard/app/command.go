@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -102,10 +101,6 @@ func complete(fs *pflag.FlagSet, flags *rawConfig, warn func(string)) (*Options,
 	return opts, merged, nil
 }
 
-func userspaceOnly(flag string) bool {
-	return flag == "udp-timeout" || flag == "userspace-transparent" || flag == "userspace-restart-fallback"
-}
-
 // warnInactive reports settings given explicitly (flag or file) that the
 // selected mode does not use. Upstream accepts them silently; they stay
 // accepted here, but the operator hears about it.
@@ -115,8 +110,7 @@ func warnInactive(r *rawConfig, fs *pflag.FlagSet, mode Mode, warn func(string))
 		if !explicit {
 			continue
 		}
-		ipvsOnly := strings.HasPrefix(s.flag, "ipvs-")
-		if (ipvsOnly && mode != ModeIPVS) || (userspaceOnly(s.flag) && mode != ModeUserspace) {
+		if owner := flagOwner(s.flag); owner != "" && owner != mode {
 			warn(fmt.Sprintf("%s has no effect in %s mode", r.name(s.flag), mode))
 		}
 	}

@@ -49,7 +49,7 @@ func detectPrimaryFamily(nodeIPs []netip.Addr, bind netip.Addr) v1.IPFamily {
 // and supports both. IPv6 also needs the kernel's IPv6, on and enabled.
 func supportedFamilies(mode Mode, p familyProbe) (v4, v6 bool, err error) {
 	v4, v6 = true, true
-	if mode != ModeNFTables {
+	if specOf(mode).usesIPTables {
 		err4, err6 := p.IPTables(v1.IPv4Protocol), p.IPTables(v1.IPv6Protocol)
 		v4, v6 = err4 == nil, err6 == nil
 		switch {
@@ -113,7 +113,7 @@ type realProbe struct {
 // iptables mode, which can save every table (iptablesRunner).
 func newRealProbe(o *Options) *realProbe {
 	p := &realProbe{}
-	if o.Mode != ModeNFTables {
+	if specOf(o.Mode).usesIPTables {
 		p.ipt, p.iptErr = runner.New(runner.Options{})
 		o.IPTablesRunner = p.ipt
 	}

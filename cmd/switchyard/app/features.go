@@ -62,8 +62,8 @@ func (v *validator) featureGates(mode Mode) featuregate.FeatureGate {
 		fg, _ = newFeatureGate(nil)
 		return fg
 	}
-	if mode == ModeIPVS && !fg.Enabled(featureKubeProxyIPVS) {
-		v.fail("proxy-mode", string(mode), fmt.Sprintf("ipvs mode is disabled by the %s feature gate", featureKubeProxyIPVS))
+	if s := specOf(mode); s != nil && s.gate != "" && !fg.Enabled(s.gate) {
+		v.fail("proxy-mode", string(mode), fmt.Sprintf("%s mode is disabled by the %s feature gate", mode, s.gate))
 	}
 	return fg
 }

@@ -95,7 +95,7 @@ type rawConfig struct {
 
 func defaultRawConfig() *rawConfig {
 	return &rawConfig{
-		Mode:               string(ModeIPTables),
+		Mode:               string(defaultMode),
 		KubeAPIQPS:         5,
 		KubeAPIBurst:       10,
 		KubeAPIContentType: "application/vnd.kubernetes.protobuf",

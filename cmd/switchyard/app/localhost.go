@@ -29,7 +29,7 @@ func localhostNodePortFamilies(o *Options) []v1.IPFamily {
 	}
 	var out []v1.IPFamily
 	for _, f := range o.Families {
-		if o.Mode == ModeNFTables || o.Mode == ModeIPTables && f == v1.IPv6Protocol {
+		if slices.Contains(specOf(o.Mode).relayFamilies, f) {
 			if namesLoopback(o.NodePortAddresses, f) {
 				out = append(out, f)
 			}

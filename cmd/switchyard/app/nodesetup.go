@@ -71,7 +71,7 @@ func initOnly(o *Options) error {
 // NodePort addresses (all addresses, or a prefix holding 127.0.0.1), as in
 // kube-proxy. Call it after --nodeport-addresses=primary is resolved.
 func localhostNodePorts(o *Options) bool {
-	if o.Mode != ModeIPTables || !o.LocalhostNodePorts || !slices.Contains(o.Families, v1.IPv4Protocol) {
+	if !specOf(o.Mode).routeLocalnet || !o.LocalhostNodePorts || !slices.Contains(o.Families, v1.IPv4Protocol) {
 		return false
 	}
 	loopback := netip.MustParseAddr("127.0.0.1")

@@ -13,17 +13,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// Mode is the dataplane backend the daemon programs.
-type Mode string
-
-// The proxy modes switchyard implements (--proxy-mode, config "mode").
-const (
-	ModeIPTables  Mode = "iptables"
-	ModeIPVS      Mode = "ipvs"
-	ModeNFTables  Mode = "nftables"
-	ModeUserspace Mode = "userspace"
-)
-
 // Options is the validated, typed configuration the daemon is wired from.
 // It is produced only by the command (defaults, then file, then flags).
 type Options struct {
@@ -176,8 +165,5 @@ type IPVSOptions struct {
 // selected mode. The userspace mode uses the iptables periods, as upstream's
 // userspace proxier did.
 func (o *Options) SyncPeriods() (minPeriod, maxPeriod time.Duration) {
-	if o.Mode == ModeIPVS {
-		return o.IPVS.MinSyncPeriod, o.IPVS.SyncPeriod
-	}
-	return o.IPTables.MinSyncPeriod, o.IPTables.SyncPeriod
+	return specOf(o.Mode).syncPeriods(o)
 }

@@ -13,9 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
-	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -38,7 +36,7 @@ type leftoverStep struct {
 // The steps run beside the sync loop, not in it: reading a large ruleset
 // back (iptables-save of the nat table at 10k services) takes tens of
 // seconds, and changes must not wait for it. What the steps remove is
-// never what this mode writes (chainOwner), and each kernel interface
+// never what this mode writes (its modeSpec.ownsChain), and each kernel interface
 // serialises the writes (the xtables lock, nf_tables transactions).
 type takeover struct {
 	steps []leftoverStep
@@ -129,47 +127,38 @@ func (t *takeover) pass(ctx context.Context) {
 // IPVS state, then the nftables tables, then userspace's policy routing.
 func leftoverSteps(o *Options) []leftoverStep {
 	steps := []leftoverStep{{kind: "iptables", run: func(ctx context.Context) (string, error) {
-		return sweepIPTables(ctx, chainOwner(o.Mode))
+		return sweepIPTables(ctx, specOf(o.Mode).ownsChain)
 	}}}
 	all := withAllFamilies(o)
-	if o.Mode != ModeIPVS {
-		steps = append(steps, leftoverStep{kind: "ipvs", run: func(ctx context.Context) (string, error) {
-			return removeIPVSLeftovers(ctx, all)
-		}})
-	}
-	if o.Mode != ModeNFTables {
-		steps = append(steps, leftoverStep{kind: "nftables", run: func(ctx context.Context) (string, error) {
-			b, err := newNFTablesBackend(all, nil)
-			if err != nil {
-				return "", err
-			}
-			tables, err := b.RemoveTables(ctx)
-			return strings.Join(tables, ", "), err
-		}})
-	}
-	if o.Mode != ModeUserspace {
-		steps = append(steps, leftoverStep{kind: "userspace", run: func(context.Context) (string, error) {
-			b, err := newUserspaceBackend(all, nil)
-			if err != nil {
-				return "", err
-			}
-			return "", b.RemovePolicyRoutes()
+	for _, s := range modes {
+		if s.name == o.Mode || s.leftovers == nil {
+			continue
+		}
+		steps = append(steps, leftoverStep{kind: string(s.name), run: func(ctx context.Context) (string, error) {
+			return s.leftovers(ctx, all)
 		}})
 	}
 	return steps
 }
 
-// chainOwner is the chains the mode writes itself (nftables: none).
-func chainOwner(mode Mode) sweep.Owner {
-	switch mode {
-	case ModeIPTables:
-		return iptables.OwnsChain
-	case ModeIPVS:
-		return ipvs.OwnsChain
-	case ModeUserspace:
-		return userspace.OwnsChain
+// removeNFTablesLeftovers deletes switchyard's and kube-proxy's nftables
+// tables.
+func removeNFTablesLeftovers(ctx context.Context, all *Options) (string, error) {
+	b, err := newNFTablesBackend(all, nil)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	tables, err := b.RemoveTables(ctx)
+	return strings.Join(tables, ", "), err
+}
+
+// removeUserspaceLeftovers deletes the userspace mode's policy routes.
+func removeUserspaceLeftovers(_ context.Context, all *Options) (string, error) {
+	b, err := newUserspaceBackend(all, nil)
+	if err != nil {
+		return "", err
+	}
+	return "", b.RemovePolicyRoutes()
 }
 
 // sweepIPTables removes every proxy chain the mode does not own, in both

@@ -160,11 +160,11 @@ func TestLeftoverStepsPerMode(t *testing.T) {
 		{ModeUserspace, "nat", "KUBE-PORTALS-HOST", true},
 		{ModeUserspace, "nat", "KUBE-SERVICES", false},
 	} {
-		if got := chainOwner(c.mode)(c.table, c.chain); got != c.owned {
+		if got := specOf(c.mode).ownsChain(c.table, c.chain); got != c.owned {
 			t.Errorf("%s owns %s/%s: %v, want %v", c.mode, c.table, c.chain, got, c.owned)
 		}
 	}
-	if chainOwner(ModeNFTables) != nil {
+	if specOf(ModeNFTables).ownsChain != nil {
 		t.Error("the nftables mode owns iptables chains")
 	}
 }

@@ -99,11 +99,10 @@ func (r *rawConfig) options() (*Options, error) {
 
 func (v *validator) mode() Mode {
 	m := Mode(v.raw.Mode)
-	switch m {
-	case ModeIPTables, ModeIPVS, ModeNFTables, ModeUserspace:
+	if specOf(m) != nil {
 		return m
 	}
-	v.fail("proxy-mode", v.raw.Mode, "must be one of iptables, ipvs, nftables, userspace")
+	v.fail("proxy-mode", v.raw.Mode, "must be one of "+modeNames())
 	return ""
 }
 
@@ -178,7 +177,7 @@ func (v *validator) scheduler() string {
 // (localhostNodePortFamilies); kube-proxy's default there is "primary".
 func (v *validator) nodePortAddresses(mode Mode) (prefixes []netip.Prefix, primary, defaulted bool) {
 	entries := v.raw.NodePortAddresses
-	if len(entries) == 0 && mode == ModeNFTables {
+	if s := specOf(mode); len(entries) == 0 && s != nil && s.localhostNodePortDefault {
 		return []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, true, true
 	}
 	seen := map[string]bool{}

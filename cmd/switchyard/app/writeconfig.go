@@ -59,7 +59,7 @@ func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 		SyncPeriod: duration(r.IPTablesSyncPeriod), MinSyncPeriod: duration(r.IPTablesMinSyncPeriod),
 		LocalhostNodePorts: ptr(r.IPTablesLocalhostNodePorts),
 	}
-	if r.Mode == string(ModeNFTables) {
+	if flagSection(r.Mode) == "nftables" {
 		// The nftables section wins in nftables mode (applyNFTablesSection).
 		k.NFTables = kubeproxyv1alpha1.KubeProxyNFTablesConfiguration{
 			MasqueradeAll: r.MasqueradeAll, MasqueradeBit: ptr(r.MasqueradeBit),
@@ -78,7 +78,7 @@ func (r *rawConfig) effectiveConfig(fs *pflag.FlagSet) *fileConfig {
 		k.Logging = *r.Logging
 	}
 	out := &fileConfig{KubeProxyConfiguration: k}
-	if r.Mode == string(ModeUserspace) || r.UDPIdleTimeout != defaultRawConfig().UDPIdleTimeout {
+	if flagOwner("udp-timeout") == Mode(r.Mode) || r.UDPIdleTimeout != defaultRawConfig().UDPIdleTimeout {
 		out.UDPIdleTimeout = duration(r.UDPIdleTimeout)
 	}
 	return out
@@ -97,7 +97,7 @@ func (r *rawConfig) ipvsSection() kubeproxyv1alpha1.KubeProxyIPVSConfiguration {
 		}
 	}
 	mine := section(r)
-	if r.Mode != string(ModeIPVS) && reflect.DeepEqual(mine, section(defaultRawConfig())) {
+	if flagSection(r.Mode) != "ipvs" && reflect.DeepEqual(mine, section(defaultRawConfig())) {
 		return kubeproxyv1alpha1.KubeProxyIPVSConfiguration{}
 	}
 	return mine
