@@ -119,6 +119,13 @@ func (b *balancer) snapshot() []netip.AddrPort {
 	return slices.Clone(b.endpoints)
 }
 
+// state returns the endpoint list and the affinity timeout.
+func (b *balancer) state() ([]netip.AddrPort, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.endpoints), b.affinity
+}
+
 // has reports whether ep is one of the endpoints.
 func (b *balancer) has(ep netip.AddrPort) bool {
 	b.mu.Lock()

@@ -199,6 +199,15 @@
 // Config.Registerer when it is set. Series of a removed service port are
 // deleted.
 //
+// # Relay table
+//
+// RelayTable lists every proxy socket (service port, family, traffic
+// kind, listening address and port, endpoints, affinity, which endpoints
+// it dials from the client's address); the daemon serves it read only as
+// JSON at RelayTablePath on its metrics address, for `switchyard
+// explain`, which cannot learn the endpoints from the kernel in this
+// mode (relaytable.go).
+//
 // # Localhost NodePorts for the kernel modes
 //
 // LocalhostNodePorts (localhost.go) lends the TCP proxy to the kernel

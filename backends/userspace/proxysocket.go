@@ -22,6 +22,8 @@ type proxySocket interface {
 	// setTransparency says which connections are opened from the
 	// client's address (nil: none).
 	setTransparency(t *transparency)
+	// transparency is the one set last (nil: none).
+	transparency() *transparency
 	// active counts live TCP connections (including ones being set up)
 	// and UDP sessions.
 	active() int

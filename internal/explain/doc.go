@@ -10,11 +10,18 @@
 // project's packet tracers over it (a Dataplane): the iptables tracer of
 // internal/iptables/testing over `iptables-save` output, the nftables
 // tracer (ruleset.Table.Trace) over the table read back through netlink.
+// In userspace mode the iptables rules are traced too, and a path they
+// send to a local port is followed to the socket there: the namespace's
+// socket table (/proc/thread-self/net) says whether one listens, and the
+// daemon's relay table (served on its metrics address, since only the
+// daemon knows where a proxy socket relays) names the endpoints, each
+// with an equal, round-robin share.
+//
 // Every probe reports the endpoints reached with their probabilities and
 // the rules each path matched; Report lists what the kernel misses or
 // holds in excess.
 //
-// Nothing here writes to the kernel: the dataplanes only read (and, in
-// legacy iptables mode, only save tables that already exist, since
-// saving a missing one would create it).
+// Nothing here writes to the kernel or sends traffic: the dataplanes only
+// read (and, in legacy iptables mode, only save tables that already
+// exist, since saving a missing one would create it).
 package explain

@@ -98,17 +98,37 @@ func (r *CheckResult) write(w io.Writer, verbose bool) {
 		fmt.Fprintf(w, "      cannot trace: %v\n", r.Err)
 		return
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "      %s\n", n)
+	}
 	for _, s := range r.Reached {
-		masq := ""
-		if s.Masquerade {
-			masq = "  masqueraded"
-		}
-		fmt.Fprintf(w, "      -> %-24s %5.1f%%%s\n", s.Endpoint, 100*s.Probability, masq)
+		fmt.Fprintf(w, "      -> %-24s %5.1f%%%s\n", s.Endpoint, 100*s.Probability, s.source())
 	}
 	r.writeVerdicts(w)
 	if verbose {
 		writePaths(w, "      ", r.Paths)
 	}
+}
+
+// source says which address the endpoint sees the connection from, when
+// not the client's own.
+func (s Share) source() string {
+	switch {
+	case s.Relayed:
+		return "  relayed " + relaySource(s.Masquerade)
+	case s.Masquerade:
+		return "  masqueraded"
+	}
+	return ""
+}
+
+// relaySource: a proxy socket connects from the node's address, or with
+// --userspace-transparent from the client's.
+func relaySource(fromNode bool) string {
+	if fromNode {
+		return "from the node's address"
+	}
+	return "from the client's address"
 }
 
 func (r *CheckResult) writeVerdicts(w io.Writer) {
@@ -185,13 +205,18 @@ func outcome(p Path) string {
 	switch {
 	case p.Verdict == "drop" || p.Verdict == "reject":
 		parts = append(parts, strings.ToUpper(p.Verdict))
+	case p.Relayed:
+		parts = append(parts, "relayed to "+p.Endpoint.String()+" "+relaySource(p.Masquerade))
 	case p.Endpoint.IsValid():
 		parts = append(parts, "DNAT to "+p.Endpoint.String())
 	default:
 		parts = append(parts, "accepted, destination unchanged")
 	}
-	if p.Masquerade {
+	if p.Masquerade && !p.Relayed {
 		parts = append(parts, "masqueraded")
+	}
+	if p.Note != "" {
+		parts = append(parts, p.Note)
 	}
 	return strings.Join(parts, ", ")
 }

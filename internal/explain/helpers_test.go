@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -110,9 +112,89 @@ func nftablesPlaneOf(t *testing.T, o Objects) Dataplane {
 	return dp
 }
 
+// loopbackSockets opens the proxy's listeners on 127.0.0.1 whatever
+// address the backend asks for, so unit tests never listen on the host's
+// interfaces.
+type loopbackSockets struct{ userspace.HostSockets }
+
+func (s loopbackSockets) ListenTCP(addr netip.AddrPort) (*net.TCPListener, error) {
+	return s.HostSockets.ListenTCP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()))
+}
+
+func (s loopbackSockets) ListenUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	return s.HostSockets.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()))
+}
+
+// Sentinels listen on loopback too, on ephemeral ports.
+func (s loopbackSockets) ListenTransparentTCP(netip.AddrPort) (*net.TCPListener, error) {
+	return s.HostSockets.ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"))
+}
+
+func (s loopbackSockets) ListenTransparentUDP(netip.AddrPort) (*net.UDPConn, error) {
+	return s.HostSockets.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"))
+}
+
+// fakeRelays serves a relay table, or fails.
+type fakeRelays struct {
+	table userspace.RelayTable
+	err   error
+}
+
+func (f fakeRelays) RelayTable(context.Context) (userspace.RelayTable, error) { return f.table, f.err }
+
+// userspaceSetup is the userspace backend synced into the iptables fake:
+// its rules, its relay table, and a socket table holding its listeners.
+type userspaceSetup struct {
+	fake    *iptablestest.Fake
+	relays  userspace.RelayTable
+	sockets SocketTable
+}
+
+func syncUserspace(t *testing.T, o Objects, mod ...func(*userspace.Config)) userspaceSetup {
+	t.Helper()
+	fake := iptablestest.NewFake()
+	cfg := userspace.Config{Runner: fake, Families: o.Families, LocalDetector: proxier.DetectByClusterCIDRs(testPodCIDR),
+		NodeIPs: []netip.Addr{testNodeIP}, Sockets: loopbackSockets{}}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	b, err := userspace.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.Sync(context.Background(), State(o), fullDiff()); err != nil {
+		t.Fatal(err)
+	}
+	us := userspaceSetup{fake: fake, relays: b.RelayTable(), sockets: SocketTable{}}
+	for _, r := range us.relays.Relays {
+		us.sockets[r.Protocol] = append(us.sockets[r.Protocol], r.Listen)
+	}
+	return us
+}
+
+// plane reads the setup as explain does, with the daemon's table from
+// relays.
+func (us userspaceSetup) plane(t *testing.T, o Objects, relays RelayReader) Dataplane {
+	t.Helper()
+	rules, err := ReadIPTables(context.Background(), "userspace", us.fake, o.Families, nil, []netip.Addr{testNodeIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ReadUserspace(context.Background(), UserspaceConfig{Rules: rules, Listeners: us.sockets, Relays: relays})
+}
+
+// userspacePlaneOf programs the objects with the real userspace backend
+// and reads its rules and relay table back as explain does.
+func userspacePlaneOf(t *testing.T, o Objects) Dataplane {
+	t.Helper()
+	us := syncUserspace(t, o)
+	return us.plane(t, o, fakeRelays{table: us.relays})
+}
+
 // planes are the modes whose rules the tests program into fakes.
 func planes() map[string]func(*testing.T, Objects) Dataplane {
-	return map[string]func(*testing.T, Objects) Dataplane{"iptables": iptablesPlaneOf, "nftables": nftablesPlaneOf}
+	return map[string]func(*testing.T, Objects) Dataplane{"iptables": iptablesPlaneOf, "nftables": nftablesPlaneOf, "userspace": userspacePlaneOf}
 }
 
 func eps(n int, node string) map[string]string {

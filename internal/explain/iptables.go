@@ -84,14 +84,14 @@ func (p *iptablesPlane) Trace(pr Probe) ([]Path, error) {
 	res, err := p.rules.Trace(fam, iptablestest.Packet{
 		SrcIP: pr.Src, DstIP: pr.Dst, DstPort: pr.Port, SrcPort: 40000,
 		Protocol: strings.ToLower(string(pr.Protocol)), Local: pr.FromNode,
-		NodeIPs: p.local, InInterface: pr.InInterface, RecentMayMatch: pr.Returning,
+		NodeIPs: p.local, InInterface: pr.InInterface, RecentMayMatch: pr.Returning, Mark: pr.Mark,
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Path, 0, len(res.Paths))
 	for _, rp := range res.Paths {
-		path := Path{Verdict: strings.ToLower(rp.Verdict), Masquerade: rp.Masquerade, Probability: rp.Probability, Rules: rp.Rules}
+		path := Path{Verdict: strings.ToLower(rp.Verdict), Masquerade: rp.Masquerade, Redirected: rp.Redirect, Probability: rp.Probability, Rules: rp.Rules}
 		if rp.DNAT != "" {
 			path.Endpoint, err = netip.ParseAddrPort(rp.DNAT)
 			if err != nil {

@@ -26,6 +26,8 @@ type Share struct {
 	Endpoint    netip.AddrPort
 	Probability float64
 	Masquerade  bool
+	// Relayed: a userspace proxy socket opens the connection.
+	Relayed bool
 }
 
 // CheckResult is what the kernel did with one check's probe.
@@ -46,6 +48,8 @@ type CheckResult struct {
 	// Missing and Extra are the endpoints the API says and the kernel
 	// does not reach, and the other way round.
 	Missing, Extra []netip.AddrPort
+	// Notes say what happened past the rules (Path.Note), once each.
+	Notes []string
 	// Paths are the traced paths, for --verbose output.
 	Paths []Path
 	// Err is set when the tracer could not follow the probe.
@@ -92,6 +96,9 @@ func run(dp Dataplane, c Check) CheckResult {
 func (r *CheckResult) summarize(paths []Path) {
 	untouched := true
 	for _, p := range paths {
+		if p.Note != "" && !slices.Contains(r.Notes, p.Note) {
+			r.Notes = append(r.Notes, p.Note)
+		}
 		switch {
 		case p.Verdict == "drop" || p.Verdict == "reject":
 			r.Refused += p.Probability
@@ -116,9 +123,11 @@ func (r *CheckResult) addShare(p Path) {
 	}
 	r.Reached[i].Probability += p.Probability
 	r.Reached[i].Masquerade = r.Reached[i].Masquerade || p.Masquerade
+	r.Reached[i].Relayed = r.Reached[i].Relayed || p.Relayed
 }
 
-// Affinity timeouts as the rules hold them: iptables' "-m recent --rcheck
+// Affinity timeouts as the rules hold them (a userspace proxy socket's
+// is on the path itself): iptables' "-m recent --rcheck
 // --seconds N", nftables' "update @set { ... timeout Ns }".
 var affinityRules = []*regexp.Regexp{
 	regexp.MustCompile(`--rcheck --seconds (\d+)`),
@@ -142,6 +151,9 @@ func affinityOf(dp Dataplane, p Probe, paths []Path) int {
 
 func affinityIn(paths []Path) int {
 	for _, p := range paths {
+		if p.AffinitySeconds > 0 {
+			return p.AffinitySeconds
+		}
 		for _, r := range p.Rules {
 			for _, re := range affinityRules {
 				if m := re.FindStringSubmatch(r); m != nil {

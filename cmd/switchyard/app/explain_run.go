@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/internal/explain"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
@@ -168,16 +169,56 @@ func openDataplane(ctx context.Context, o *Options, fams []v1.IPFamily) (explain
 	}
 	switch o.Mode {
 	case ModeIPTables:
-		return openIPTables(ctx, fams, local)
+		return openIPTables(ctx, ModeIPTables, fams, local)
 	case ModeNFTables:
 		return explain.ReadNFTables(ctx, nftables.NewNetlinkConn(), nftables.TableName, fams, local)
+	case ModeUserspace:
+		return openUserspace(ctx, o, fams, local)
 	}
-	return nil, fmt.Errorf("explain does not support %s mode yet (iptables and nftables only)", o.Mode)
+	return nil, fmt.Errorf("explain does not support %s mode yet (iptables, nftables and userspace only)", o.Mode)
+}
+
+// openUserspace reads the userspace mode: its iptables rules, the
+// sockets listening in this namespace, and the relay table the daemon
+// serves on its metrics address.
+func openUserspace(ctx context.Context, o *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
+	rules, err := openIPTables(ctx, ModeUserspace, fams, local)
+	if err != nil {
+		return nil, err
+	}
+	sockets, err := explain.ReadSockets()
+	if err != nil {
+		return nil, fmt.Errorf("listing this node's listening sockets: %w", err)
+	}
+	cfg := explain.UserspaceConfig{Rules: rules, Listeners: sockets, Relays: relayReader(o.MetricsBindAddress)}
+	if o.UserspaceFallback {
+		cfg.SentinelMark = 1 << userspace.DefaultMarkBit
+	}
+	return explain.ReadUserspace(ctx, cfg), nil
+}
+
+// relayReader reads the daemon's relay table from its metrics address.
+func relayReader(bind string) explain.RelayReader {
+	if bind == "" {
+		return failedRelays{errors.New("the daemon serves its relay table on --metrics-bind-address, which this configuration leaves empty")}
+	}
+	r, err := explain.NewHTTPRelays(bind)
+	if err != nil {
+		return failedRelays{err}
+	}
+	return r
+}
+
+// failedRelays is a relay table that cannot be read.
+type failedRelays struct{ err error }
+
+func (f failedRelays) RelayTable(context.Context) (userspace.RelayTable, error) {
+	return userspace.RelayTable{}, f.err
 }
 
 // openIPTables saves the live iptables rules of each family whose tools
-// the node has.
-func openIPTables(ctx context.Context, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
+// the node has; mode names the proxy mode they are read for.
+func openIPTables(ctx context.Context, mode Mode, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
 	r, err := runner.New(runner.Options{})
 	if err != nil {
 		return nil, err
@@ -186,5 +227,5 @@ func openIPTables(ctx context.Context, fams []v1.IPFamily, local []netip.Addr) (
 	if r.Mode() == runner.ModeLegacy {
 		exists = explain.LegacyTableExists
 	}
-	return explain.ReadIPTables(ctx, string(ModeIPTables), r, fams, exists, local)
+	return explain.ReadIPTables(ctx, string(mode), r, fams, exists, local)
 }

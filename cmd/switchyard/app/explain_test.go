@@ -122,3 +122,19 @@ func TestSelectPort(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainModes: ipvs mode is refused by name; in userspace mode a
+// daemon without a metrics address has no relay table to read.
+func TestExplainModes(t *testing.T) {
+	_, err := openDataplane(context.Background(), &Options{Mode: ModeIPVS}, []v1.IPFamily{v1.IPv4Protocol})
+	if err == nil || !strings.Contains(err.Error(), "does not support ipvs mode yet") {
+		t.Errorf("ipvs: %v", err)
+	}
+	_, err = relayReader("").RelayTable(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--metrics-bind-address") {
+		t.Errorf("no metrics address: %v", err)
+	}
+	if r, ok := relayReader("0.0.0.0:10249").(*explain.HTTPRelays); !ok || r.URL != "http://127.0.0.1:10249/debug/switchyard/relays" {
+		t.Errorf("relay reader %+v", r)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
@@ -66,6 +67,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	relays := relayTableOf(backend)
 	backend = newFullSyncGC(backend)
 	minSync, maxSync := o.SyncPeriods()
 	health := healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
@@ -80,7 +82,22 @@ func Run(ctx context.Context, o *Options) error {
 		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: o.PrimaryFamily, Families: o.Families,
 	}, m, health, svcHealth, hooks...)
 	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
-	return runAll(ctx, o, reg, health, p)
+	return runAll(ctx, o, serverHandlers{reg: reg, relays: relays}, health, p)
+}
+
+// serverHandlers is what the metrics server serves besides the mode.
+type serverHandlers struct {
+	reg *prometheus.Registry
+	// relays is the userspace proxy's relay table; nil in other modes.
+	relays func() userspace.RelayTable
+}
+
+// relayTableOf is the backend's relay table, when it relays (userspace).
+func relayTableOf(b proxier.Backend) func() userspace.RelayTable {
+	if r, ok := b.(interface{ RelayTable() userspace.RelayTable }); ok {
+		return r.RelayTable
+	}
+	return nil
 }
 
 // newMetrics registers every metric, with the series of the families the
@@ -94,7 +111,7 @@ func newMetrics(o *Options) (*prometheus.Registry, *metrics.Metrics) {
 
 // runAll runs the proxier and the metrics and health servers; the first
 // to fail stops the others.
-func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *healthcheck.ProxierHealthServer, p *proxier.Proxier) error {
+func runAll(ctx context.Context, o *Options, srv serverHandlers, health *healthcheck.ProxierHealthServer, p *proxier.Proxier) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := make(chan error, 3)
@@ -119,7 +136,7 @@ func runAll(ctx context.Context, o *Options, reg *prometheus.Registry, health *h
 	if o.MetricsBindAddress != "" {
 		n++
 		run("metrics server", retryServer("metrics", o.BindAddressHardFail, func(ctx context.Context) error {
-			return serveMetrics(ctx, o, reg)
+			return serveMetrics(ctx, o, srv)
 		}))
 	}
 	var first error
@@ -163,8 +180,8 @@ func retryServer(name string, hardFail bool, serve func(context.Context) error) 
 }
 
 // serveMetrics serves metricsMux on the metrics address.
-func serveMetrics(ctx context.Context, o *Options, reg *prometheus.Registry) error {
-	mux := metricsMux(o, reg)
+func serveMetrics(ctx context.Context, o *Options, h serverHandlers) error {
+	mux := metricsMux(o, h)
 	l, err := net.Listen("tcp", o.MetricsBindAddress)
 	if err != nil {
 		return err
@@ -182,11 +199,15 @@ func serveMetrics(ctx context.Context, o *Options, reg *prometheus.Registry) err
 	return nil
 }
 
-// metricsMux serves /metrics, and /proxyMode as kube-proxy does, and
-// /debug/pprof/ when profiling is enabled.
-func metricsMux(o *Options, reg *prometheus.Registry) *http.ServeMux {
+// metricsMux serves /metrics, and /proxyMode as kube-proxy does,
+// /debug/pprof/ when profiling is enabled, and in userspace mode the
+// relay table `switchyard explain` reads (read only, like /proxyMode).
+func metricsMux(o *Options, h serverHandlers) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.Handle("/metrics", metrics.Handler(h.reg))
+	if h.relays != nil {
+		mux.Handle(userspace.RelayTablePath, userspace.RelayTableHandler(h.relays))
+	}
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, string(o.Mode))

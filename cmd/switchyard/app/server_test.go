@@ -10,28 +10,39 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/backends/userspace"
 )
 
 // TestMetricsMux checks what the metrics server serves, with and without
-// profiling.
+// profiling, and the relay table when the mode has one.
 func TestMetricsMux(t *testing.T) {
 	tests := []struct {
 		path      string
 		profiling bool
+		relays    bool
 		status    int
 		body      string
 	}{
-		{"/proxyMode", false, http.StatusOK, "ipvs"},
-		{"/metrics", false, http.StatusOK, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 0`},
-		{"/debug/pprof/", false, http.StatusNotFound, ""},
-		{"/debug/pprof/heap?debug=1", false, http.StatusNotFound, ""},
-		{"/debug/pprof/", true, http.StatusOK, "goroutine"},
-		{"/debug/pprof/heap?debug=1", true, http.StatusOK, "heap profile"},
+		{"/proxyMode", false, false, http.StatusOK, "ipvs"},
+		{"/metrics", false, false, http.StatusOK, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 0`},
+		{"/debug/pprof/", false, false, http.StatusNotFound, ""},
+		{"/debug/pprof/heap?debug=1", false, false, http.StatusNotFound, ""},
+		{"/debug/pprof/", true, false, http.StatusOK, "goroutine"},
+		{"/debug/pprof/heap?debug=1", true, false, http.StatusOK, "heap profile"},
+		{userspace.RelayTablePath, false, false, http.StatusNotFound, ""},
+		{userspace.RelayTablePath, false, true, http.StatusOK, `"balancing": "round-robin"`},
 	}
 	for _, tt := range tests {
 		o := &Options{Mode: ModeIPVS, EnableProfiling: tt.profiling, Families: []v1.IPFamily{v1.IPv4Protocol}}
 		reg, _ := newMetrics(o)
-		srv := httptest.NewServer(metricsMux(o, reg))
+		h := serverHandlers{reg: reg}
+		if tt.relays {
+			h.relays = func() userspace.RelayTable {
+				return userspace.RelayTable{Relays: []userspace.Relay{{Name: "web", Balancing: "round-robin"}}}
+			}
+		}
+		srv := httptest.NewServer(metricsMux(o, h))
 		status, body := get(t, srv.URL+tt.path)
 		srv.Close()
 		if status != tt.status || !strings.Contains(body, tt.body) {

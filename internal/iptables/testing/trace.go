@@ -25,6 +25,11 @@ type Packet struct {
 	// node's own packets have no input interface ("-i X" never matches
 	// them, "! -i X" always does).
 	InInterface, OutInterface string
+	// RedirectAddr is the address REDIRECT sends an arriving packet to
+	// (the kernel takes the primary address of its input interface);
+	// unset: the first of NodeIPs of the family. The node's own packets
+	// are REDIRECTed to loopback.
+	RedirectAddr netip.Addr
 	// Mark is the packet's fwmark when it enters.
 	Mark uint32
 	// RecentMayMatch makes "-m recent --rcheck/--update" a branch that may
@@ -35,9 +40,11 @@ type Packet struct {
 
 // Path is one possible fate of the packet: probabilistic rules branch.
 type Path struct {
-	Verdict    string // "ACCEPT", "DROP" or "REJECT"
-	DNAT       string // "ip:port" it was DNATed to; "" if not
-	Masquerade bool   // SNATed / masqueraded in nat POSTROUTING
+	Verdict string // "ACCEPT", "DROP" or "REJECT"
+	DNAT    string // "ip:port" it was DNATed (or REDIRECTed) to; "" if not
+	// Redirect: DNAT is a local address and port a REDIRECT chose.
+	Redirect   bool
+	Masquerade bool // SNATed / masqueraded in nat POSTROUTING
 	Mark       uint32
 	Rules      []string // every rule that matched, "table: -A CHAIN ...", in order
 	// Probability is the chance that a new connection takes this path
@@ -116,7 +123,7 @@ func summarize(flows []flow) TraceResult {
 	var res TraceResult
 	seen := map[string]bool{}
 	for _, fl := range flows {
-		res.Paths = append(res.Paths, Path{Verdict: fl.verdict, DNAT: fl.dnat, Masquerade: fl.masq, Mark: fl.mark, Rules: fl.rules, Probability: fl.prob})
+		res.Paths = append(res.Paths, Path{Verdict: fl.verdict, DNAT: fl.dnat, Redirect: fl.redirect, Masquerade: fl.masq, Mark: fl.mark, Rules: fl.rules, Probability: fl.prob})
 		switch fl.verdict {
 		case "DROP":
 			res.Dropped = true

@@ -3,6 +3,7 @@ package iptablestest
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 )
 
 // apply runs a matched rule's target. It returns the paths that go on
@@ -18,6 +19,8 @@ func (t *tracer) apply(tbl *table, r *Rule, fl flow, depth int) ([]flow, []end, 
 		return nil, []end{{fl: fl}}, nil
 	case "DNAT":
 		return dnat(r, fl)
+	case "REDIRECT":
+		return t.redirect(r, fl)
 	case "MASQUERADE", "SNAT":
 		fl.masq = true
 		return nil, []end{{fl: fl, terminal: true}}, nil
@@ -59,6 +62,42 @@ func dnat(r *Rule, fl flow) ([]flow, []end, error) {
 	}
 	fl.dst, fl.dport, fl.dnat = ap.Addr(), ap.Port(), ap.String()
 	return nil, []end{{fl: fl, terminal: true}}, nil
+}
+
+// redirect sends the packet to a local port: the node's own packets to
+// loopback, arriving ones to the address of their input interface
+// (Packet.RedirectAddr).
+func (t *tracer) redirect(r *Rule, fl flow) ([]flow, []end, error) {
+	port := fl.dport
+	if o, ok := r.TargetOption("--to-ports"); ok {
+		p, err := strconv.ParseUint(o.Values[0], 10, 16)
+		if err != nil || p == 0 {
+			return nil, nil, fmt.Errorf("REDIRECT --to-ports %q: only a single port is modelled", o.Values[0])
+		}
+		port = uint16(p)
+	}
+	fl.dst, fl.dport, fl.redirect = t.redirectAddr(), port, true
+	fl.dnat = netip.AddrPortFrom(fl.dst, port).String()
+	return nil, []end{{fl: fl, terminal: true}}, nil
+}
+
+// redirectAddr is where REDIRECT sends the traced packet.
+func (t *tracer) redirectAddr() netip.Addr {
+	is4 := t.pkt.DstIP.Is4()
+	if !t.pkt.Local {
+		if a := t.pkt.RedirectAddr; a.IsValid() {
+			return a
+		}
+		for _, a := range t.pkt.NodeIPs {
+			if a.Is4() == is4 && !a.IsLoopback() {
+				return a
+			}
+		}
+	}
+	if is4 {
+		return netip.MustParseAddr("127.0.0.1")
+	}
+	return netip.IPv6Loopback()
 }
 
 // applyMark applies a MARK target option to mark.

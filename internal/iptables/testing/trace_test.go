@@ -184,6 +184,13 @@ func TestTraceSemantics(t *testing.T) {
 		{"IPv6 DNAT",
 			"*nat\n-A PREROUTING -d fd00::1/128 -p tcp -j DNAT --to-destination [fd00:1::2]:8080\nCOMMIT\n",
 			Packet{SrcIP: ip("fd00::9"), DstIP: ip("fd00::1"), DstPort: 80}, TraceResult{Endpoints: []string{"[fd00:1::2]:8080"}}},
+		{"REDIRECT of an arriving packet: to the node's address, then INPUT",
+			"*nat\n-A PREROUTING -d 10.96.0.10/32 -p tcp -j REDIRECT --to-ports 41000\nCOMMIT\n*filter\n" +
+				"-A INPUT -d 10.96.0.10/32 -j DROP\n-A INPUT -p tcp -m tcp --dport 41000 -m addrtype --dst-type LOCAL -j ACCEPT\nCOMMIT\n",
+			Packet{SrcIP: ip("10.0.0.1"), DstIP: ip("10.96.0.10"), DstPort: 80}, TraceResult{Endpoints: []string{"192.168.0.10:41000"}}},
+		{"REDIRECT of the node's own packet: to loopback",
+			"*nat\n-A OUTPUT -p udp -j REDIRECT --to-ports 41001\nCOMMIT\n",
+			Packet{SrcIP: ip("192.168.0.10"), DstIP: ip("10.96.0.10"), DstPort: 53, Protocol: "udp", Local: true}, TraceResult{Endpoints: []string{"127.0.0.1:41001"}}},
 		{"multiport and src-type",
 			"*nat\n-A OUTPUT -m addrtype --src-type LOCAL -p tcp -m multiport --dports 70,80:90 -j DNAT --to-destination 10.1.0.1:1\nCOMMIT\n",
 			Packet{SrcIP: ip("192.168.0.10"), DstIP: ip("10.9.9.9"), DstPort: 85, Local: true}, TraceResult{Endpoints: []string{"10.1.0.1:1"}}},
@@ -229,6 +236,21 @@ func TestTraceRefusesWhatItDoesNotModel(t *testing.T) {
 	f := NewFake()
 	if _, err := f.Trace(runner.IPv4, Packet{SrcIP: ip("fd00::1"), DstIP: ip("10.96.0.10")}); err == nil {
 		t.Errorf("Trace accepted an IPv6 source for an IPv4 trace")
+	}
+}
+
+// TestTraceRedirectMarksThePath: a REDIRECTed path says so, and
+// RedirectAddr stands for the input interface's address.
+func TestTraceRedirectMarksThePath(t *testing.T) {
+	f := NewFake()
+	mustRestore(t, f, runner.IPv4, "*nat\n-A PREROUTING -p tcp -j REDIRECT --to-ports 41000\nCOMMIT\n")
+	got, err := f.Trace(runner.IPv4, Packet{SrcIP: ip("10.0.0.1"), DstIP: ip("10.96.0.10"), DstPort: 80,
+		NodeIPs: []netip.Addr{nodeIP}, RedirectAddr: ip("10.244.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Paths[0]; len(got.Paths) != 1 || !p.Redirect || p.DNAT != "10.244.0.1:41000" {
+		t.Errorf("paths %+v", got.Paths)
 	}
 }
 

@@ -8,13 +8,16 @@ import (
 
 // flow is the state of one path of the traced packet.
 type flow struct {
-	dst     netip.Addr
-	dport   uint16
-	dnat    string
-	mark    uint32
-	masq    bool
-	verdict string // set when the path ends: ACCEPT, DROP, REJECT
-	rules   []string
+	dst   netip.Addr
+	dport uint16
+	dnat  string
+	// redirect: the destination was rewritten by REDIRECT (dnat holds
+	// the local address and port).
+	redirect bool
+	mark     uint32
+	masq     bool
+	verdict  string // set when the path ends: ACCEPT, DROP, REJECT
+	rules    []string
 	// prob is the chance that a new connection takes this path: the
 	// product of the random draws (-m statistic) it won or lost.
 	prob float64
