@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -167,22 +168,39 @@ func openDataplane(ctx context.Context, o *Options, fams []v1.IPFamily) (explain
 	if err != nil {
 		return nil, fmt.Errorf("listing this node's addresses: %w", err)
 	}
-	switch o.Mode {
-	case ModeIPTables:
-		return openIPTables(ctx, ModeIPTables, fams, local)
-	case ModeNFTables:
-		return explain.ReadNFTables(ctx, nftables.NewNetlinkConn(), nftables.TableName, fams, local)
-	case ModeUserspace:
-		return openUserspace(ctx, o, fams, local)
+	s := specOf(o.Mode)
+	if s.explain == nil {
+		return nil, fmt.Errorf("explain does not support %s mode yet (%s only)", o.Mode, explainModes())
 	}
-	return nil, fmt.Errorf("explain does not support %s mode yet (iptables, nftables and userspace only)", o.Mode)
+	return s.explain(ctx, o, fams, local)
+}
+
+// explainModes lists the modes explain reads: "iptables, nftables, userspace".
+func explainModes() string {
+	var names []string
+	for _, s := range modes {
+		if s.explain != nil {
+			names = append(names, string(s.name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// openIPTablesMode reads the iptables mode's rules.
+func openIPTablesMode(ctx context.Context, o *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
+	return openIPTables(ctx, o.Mode, fams, local)
+}
+
+// openNFTables reads the nftables mode's table over netlink.
+func openNFTables(ctx context.Context, _ *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
+	return explain.ReadNFTables(ctx, nftables.NewNetlinkConn(), nftables.TableName, fams, local)
 }
 
 // openUserspace reads the userspace mode: its iptables rules, the
 // sockets listening in this namespace, and the relay table the daemon
 // serves on its metrics address.
 func openUserspace(ctx context.Context, o *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
-	rules, err := openIPTables(ctx, ModeUserspace, fams, local)
+	rules, err := openIPTables(ctx, o.Mode, fams, local)
 	if err != nil {
 		return nil, err
 	}

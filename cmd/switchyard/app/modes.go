@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
+	"github.com/switchyard-proxy/switchyard/internal/explain"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/sweep"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -75,6 +77,9 @@ type modeSpec struct {
 	ownsFlag func(flag string) bool
 	// gate, when set, is the feature gate that must be on for the mode.
 	gate featuregate.Feature
+	// explain reads the mode's live dataplane for `switchyard explain`
+	// (nil: not supported).
+	explain func(ctx context.Context, o *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error)
 }
 
 var both = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
@@ -93,7 +98,7 @@ func modeTable() []modeSpec {
 			name: ModeIPTables, backend: newIPTablesBackend,
 			ownsChain: iptables.OwnsChain, usesIPTables: true, conntrackNAT: true,
 			relayFamilies: []v1.IPFamily{v1.IPv6Protocol}, routeLocalnet: true,
-			section: "iptables",
+			section: "iptables", explain: openIPTablesMode,
 		},
 		{
 			name: ModeIPVS, backend: newIPVSModeBackend, cleanup: cleanupIPVS, leftovers: removeIPVSLeftovers,
@@ -103,12 +108,12 @@ func modeTable() []modeSpec {
 		{
 			name: ModeNFTables, backend: newNFTablesModeBackend, leftovers: removeNFTablesLeftovers,
 			conntrackNAT: true, relayFamilies: both, localhostNodePortDefault: true,
-			section: "nftables",
+			section: "nftables", explain: openNFTables,
 		},
 		{
 			name: ModeUserspace, backend: newUserspaceModeBackend, leftovers: removeUserspaceLeftovers,
 			ownsChain: userspace.OwnsChain, usesIPTables: true,
-			section: "iptables", ownsFlag: userspaceOnly,
+			section: "iptables", ownsFlag: userspaceOnly, explain: openUserspace,
 		},
 	}
 }
