@@ -47,13 +47,16 @@ type familySync struct {
 	// or kube-proxy) were listed, so the first full sync can delete them.
 	listed bool
 	// verifiedAt is when the top-level chains were last verified or
-	// rewritten (see verifyPolicy).
+	// rewritten (see verify.go).
 	verifiedAt time.Time
 	// fp tells whether anyone else wrote since the last sync.
 	fp fingerprintState
 	// repair, set by a verification that found a few chains changed
 	// behind our back, makes this partial sync rewrite them.
 	repair *repairPlan
+	// damaged is set when this sync's verification found our rules
+	// changed by someone else: the sync, full or repairing, restores them.
+	damaged bool
 	// counters keeps the service traffic ipsets (nil when not counting).
 	counters *counterSetsSync
 }
@@ -125,7 +128,7 @@ func (f *familySync) planFull(ctx context.Context, b *Backend, state *proxier.St
 	for _, tx := range txs {
 		tx.rerender = x
 	}
-	f.verifiedAt = b.verify.clock.Now()
+	f.verifiedAt = b.verify.Now()
 	return rs, txs, nil
 }
 
@@ -144,8 +147,7 @@ func (f *familySync) reserveInstalled(n int) {
 
 // fullSyncReason says whether this sync must be full, and why.
 func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *proxier.State, diff *proxier.Diff) (bool, string) {
-	r := b.runner
-	f.repair = nil
+	f.repair, f.damaged = nil, false
 	switch {
 	case f.prev == nil:
 		return true, "first sync or previous sync failed"
@@ -157,7 +159,7 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 		// NodeCIDR mode: the node's pod CIDRs arrived or changed.
 		return true, "local-traffic match changed"
 	}
-	if !b.verify.due(diff, f.verifiedAt) {
+	if !b.verify.Due(diff, f.verifiedAt) {
 		// Canary and chain checks run on periodic syncs only: on legacy
 		// iptables each check reads a whole table (1.5 s per sync at 10k
 		// services), and a tampered table is still repaired within one
@@ -167,10 +169,19 @@ func (f *familySync) fullSyncReason(ctx context.Context, b *Backend, state *prox
 	if f.fp.untouched {
 		// Nobody wrote since our last sync: the canaries and chains are
 		// as we left them (see fingerprint.go).
-		f.verifiedAt = b.verify.clock.Now()
+		f.verifiedAt = b.verify.Now()
 		return false, ""
 	}
 	f.fp.compared = true // a full sync or a repair follows any mismatch
+	full, reason := f.checkDamage(ctx, b, diff)
+	f.damaged = full || f.repair != nil
+	return full, reason
+}
+
+// checkDamage verifies the family's rules: a reason for a full sync, or a
+// repair plan (f.repair) for a few changed chains, or nothing.
+func (f *familySync) checkDamage(ctx context.Context, b *Backend, diff *proxier.Diff) (bool, string) {
+	r := b.runner
 	if reason, counted := f.verifyByCounts(ctx, b); counted {
 		return reason != "", reason
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -22,7 +23,8 @@ type Backend struct {
 	metrics *metrics.Metrics
 	// chunkRules bounds a transaction; 0 means one transaction.
 	chunkRulesBound int
-	verify          verifyPolicy
+	verify          reconcile.Cadence
+	repairs         *reconcile.Repairs
 
 	mu       sync.Mutex // serialises Sync and Cleanup
 	families []*familySync
@@ -39,8 +41,12 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(), verify: newVerifyPolicy(&cfg),
-		counterSets: cfg.CounterSets}
+	repairs, err := reconcile.NewRepairs(cfg.Registerer, "iptables", cfg.families())
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(),
+		verify: reconcile.NewCadence(cfg.VerifyInterval, cfg.Clock), repairs: repairs, counterSets: cfg.CounterSets}
 	if cfg.Runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables rewrites the whole table on every commit:
 		// chunking would multiply that cost.
@@ -85,6 +91,8 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 		written[i], full[i] = out.written, out.full
 		if err != nil {
 			errs = append(errs, err)
+		} else if f.damaged {
+			b.repairs.Record(reconcile.KindIPTables, f.fc.family)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

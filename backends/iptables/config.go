@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -64,13 +65,17 @@ type Config struct {
 	Runner runner.Interface
 	// Metrics receives the iptables metrics; nil disables them.
 	Metrics *metrics.Metrics
+	// Registerer receives switchyard_rules_repaired_total; nil: counted,
+	// not exported.
+	Registerer prometheus.Registerer
 	// ChunkRules bounds the lines of one restore transaction during a
 	// sync; 0 means DefaultChunkRules. Ignored on legacy iptables, which
 	// rewrites the whole table on every commit anyway (one transaction).
 	ChunkRules int
 	// VerifyInterval bounds the time between two verifications of the
-	// top-level chains during partial syncs (see verifyPolicy); 0 means
-	// DefaultVerifyInterval, a negative value disables verification.
+	// top-level chains during partial syncs (see verify.go); 0 means
+	// reconcile.DefaultVerifyInterval, a negative value disables
+	// verification.
 	VerifyInterval time.Duration
 	// Clock times verifications; nil means the real clock.
 	Clock clock.PassiveClock

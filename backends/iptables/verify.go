@@ -5,24 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// DefaultVerifyInterval bounds how long partial syncs may go without
-// verifying the top-level chains while changes keep arriving: the
-// proxier's periodic sync (Diff.Verify) only comes after a quiet check
-// interval. The daemon sets Config.VerifyInterval to
-// proxier.CheckInterval of the sync period.
-const DefaultVerifyInterval = time.Minute
-
-// verifyPolicy decides when a partial sync first checks that the chains
-// this mode owns at the top level still hold what it wrote.
+// When a partial sync first checks that the chains this mode owns at the
+// top level still hold what it wrote (reconcile.Cadence decides when).
 //
 // The canary chains only reveal a deleted table or chain (`iptables -X`,
 // a firewalld reload). An operator's `iptables -t nat -F`, `-F
@@ -37,30 +28,6 @@ const DefaultVerifyInterval = time.Minute
 // same sync (repair.go). With a runner that cannot count rules, the
 // top-level chains are listed one by one and nat is saved once
 // (verifyReason below), and a mismatch turns the sync into a full one.
-type verifyPolicy struct {
-	interval time.Duration // <0: never verify
-	clock    clock.PassiveClock
-}
-
-func newVerifyPolicy(cfg *Config) verifyPolicy {
-	p := verifyPolicy{interval: cfg.VerifyInterval, clock: cfg.Clock}
-	if p.interval == 0 {
-		p.interval = DefaultVerifyInterval
-	}
-	if p.clock == nil {
-		p.clock = clock.RealClock{}
-	}
-	return p
-}
-
-// due says whether a partial sync with diff verifies first, given the time
-// of the family's last verification (or full sync).
-func (p verifyPolicy) due(diff *proxier.Diff, last time.Time) bool {
-	if p.interval < 0 {
-		return false
-	}
-	return diff.Verify || p.clock.Since(last) >= p.interval
-}
 
 // verifyReason checks the family's chains with a runner that cannot count
 // rules (see verifyByCounts) and returns why a full sync is needed, or ""
@@ -70,10 +37,10 @@ func (p verifyPolicy) due(diff *proxier.Diff, last time.Time) bool {
 // not a reason: a full sync would fail the same way.
 func (f *familySync) verifyReason(ctx context.Context, b *Backend, diff *proxier.Diff) string {
 	lister, ok := b.runner.(runner.ChainLister)
-	if !ok || !b.verify.due(diff, f.verifiedAt) {
+	if !ok || !b.verify.Due(diff, f.verifiedAt) {
 		return ""
 	}
-	f.verifiedAt = b.verify.clock.Now()
+	f.verifiedAt = b.verify.Now()
 	saved := &savedTables{r: b.runner, saved: map[string][]byte{}}
 	if b.runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables reads the whole table for every -S: one save

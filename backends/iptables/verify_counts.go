@@ -53,7 +53,7 @@ func (f *familySync) verifyByCounts(ctx context.Context, b *Backend) (reason str
 	if !nft && !legacy {
 		return "", false
 	}
-	f.verifiedAt = b.verify.clock.Now()
+	f.verifiedAt = b.verify.Now()
 	var damaged []chainKey
 	var err error
 	if legacy {

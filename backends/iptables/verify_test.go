@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -145,11 +147,18 @@ func TestVerifyRestoresTamperedRules(t *testing.T) {
 				b.runner = fake
 				st, names := partialFixture()
 				mustSync(t, b, st, fullDiff())
+				mustSync(t, b, st, periodicDiff())
+				if n := b.repairs.Count(reconcile.KindIPTables, v1.IPv4Protocol); n != 0 {
+					t.Fatalf("intact rules counted %v repairs", n)
+				}
 				tc.tamper(t, fake.Fake, names)
 				if res := mustSync(t, b, st, periodicDiff()); res.Full != tc.wantFull {
 					t.Fatalf("periodic sync after %q: full %v, want %v", tc.name, res.Full, tc.wantFull)
 				}
 				assertMatchesReference(t, fake.Fake, nil, st)
+				if n := b.repairs.Count(reconcile.KindIPTables, v1.IPv4Protocol); n != 1 {
+					t.Errorf("switchyard_rules_repaired_total{mode=iptables,kind=iptables,ip_family=IPv4} = %v, want 1", n)
+				}
 			})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -31,10 +32,14 @@ type Backend struct {
 	nodeAddrs   map[v1.IPFamily][]netip.Addr
 	fp          map[v1.IPFamily]fingerprint // iptables fingerprints known to be ours (verify_iptables.go)
 	verifiedAt  time.Time                   // last verification or full sync
-	repairs     *prometheus.CounterVec
-	synced      bool // a full sync succeeded since New or Cleanup
-	failed      bool // the last sync failed: the next one is full
-	setupDone   bool
+	// repairs is the deprecated switchyard_ipvs_state_repaired_total,
+	// kept beside rulesRepaired for one release.
+	repairs       *prometheus.CounterVec
+	rulesRepaired *reconcile.Repairs
+	cadence       reconcile.Cadence
+	synced        bool // a full sync succeeded since New or Cleanup
+	failed        bool // the last sync failed: the next one is full
+	setupDone     bool
 }
 
 var _ proxier.Backend = (*Backend)(nil)
@@ -49,6 +54,11 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{cfg: cfg, k: cfg.Kernel, clock: cfg.Clock, repairs: newRepairCounter()}
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
+	}
+	b.cadence = reconcile.NewCadence(cfg.VerifyInterval, b.clock)
+	var err error
+	if b.rulesRepaired, err = reconcile.NewRepairs(cfg.Registerer, "ipvs", cfg.families()); err != nil {
+		return nil, fmt.Errorf("ipvs backend: register metrics: %w", err)
 	}
 	b.reset()
 	b.static = map[v1.IPFamily]staticRules{}

@@ -74,7 +74,7 @@ type Config struct {
 	// VerifyInterval is how old the last check of the kernel state may be
 	// before a partial sync checks again (verify.go; the periodic sync,
 	// Diff.Verify, always checks): changes that keep arriving postpone the
-	// periodic sync. 0 means DefaultVerifyInterval; negative: never check.
+	// periodic sync. 0 means reconcile.DefaultVerifyInterval; negative: never check.
 	VerifyInterval time.Duration
 	// Clock is for graceful termination deadlines and the verification
 	// interval; nil means real time.

@@ -64,12 +64,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // newRepairCounter counts the verifying syncs that found a kind of this
-// mode's kernel state changed outside switchyard and repaired it (named
-// after switchyard_userspace_rules_repaired_total).
+// mode's kernel state changed outside switchyard and repaired it.
+// Deprecated: switchyard_rules_repaired_total{mode="ipvs"} counts the
+// same; this name stays for one release for dashboards that use it.
 func newRepairCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "switchyard", Subsystem: "ipvs", Name: "state_repaired_total",
-		Help: "Syncs that found IPVS mode kernel state changed or removed outside switchyard and restored it, " +
+		Help: "(Deprecated: use switchyard_rules_repaired_total.) Syncs that found IPVS mode kernel state changed or removed outside switchyard and restored it, " +
 			"per kind (iptables, ipset, interface, virtual_server, real_server) and IP family (ipv4, ipv6).",
 	}, []string{"kind", "family"})
 }

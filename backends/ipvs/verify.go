@@ -5,18 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
-
-// DefaultVerifyInterval is Config.VerifyInterval's default: the
-// periodic-sync interval of the default --ipvs-sync-period (30 s), as
-// proxier.CheckInterval computes it.
-const DefaultVerifyInterval = 20 * time.Second
 
 // Partial syncs write only what their Diff names, and IPVS keeps
 // forwarding without its companions, so a firewall reload (`iptables -F;
@@ -48,13 +43,14 @@ const DefaultVerifyInterval = 20 * time.Second
 // Each difference is logged and counted in
 // switchyard_ipvs_state_repaired_total{kind,family}.
 
-// Values of the kind label of switchyard_ipvs_state_repaired_total.
+// Values of the kind label of switchyard_rules_repaired_total (and of the
+// deprecated switchyard_ipvs_state_repaired_total).
 const (
-	kindIPTables      = "iptables"
-	kindIPSet         = "ipset"
-	kindInterface     = "interface"
-	kindVirtualServer = "virtual_server"
-	kindRealServer    = "real_server"
+	kindIPTables      = reconcile.KindIPTables
+	kindIPSet         = reconcile.KindIPSet
+	kindInterface     = reconcile.KindInterface
+	kindVirtualServer = reconcile.KindVirtualServer
+	kindRealServer    = reconcile.KindRealServer
 )
 
 // damage is what a verification found changed outside switchyard, by
@@ -120,14 +116,7 @@ func (d *damage) widen(t *touched) {
 
 // verifyDue says whether a partial sync with diff verifies first.
 func (b *Backend) verifyDue(diff *proxier.Diff) bool {
-	iv := b.cfg.VerifyInterval
-	switch {
-	case iv < 0:
-		return false
-	case iv == 0:
-		iv = DefaultVerifyInterval
-	}
-	return diff.Verify || b.clock.Since(b.verifiedAt) >= iv
+	return b.cadence.Due(diff, b.verifiedAt)
 }
 
 // verify compares the kernel with the model as the last sync left it
@@ -191,6 +180,7 @@ func (b *Backend) countRepairs(d *damage) {
 	n := 0
 	for k, found := range d.found {
 		b.repairs.WithLabelValues(k.kind, familyLabel(k.family)).Inc()
+		b.rulesRepaired.Record(k.kind, k.family)
 		n += len(found)
 	}
 	klog.InfoS("Repaired IPVS mode kernel state", "kinds", len(d.found), "differences", n)

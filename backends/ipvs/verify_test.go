@@ -3,6 +3,7 @@ package ipvs_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/netip"
 	"os"
 	"strings"
@@ -122,13 +123,25 @@ func (e *repairEnv) writes() int {
 }
 
 func (e *repairEnv) repaired(kind, family string) float64 {
+	return e.counter("switchyard_ipvs_state_repaired_total", map[string]string{"kind": kind, "family": family})
+}
+
+// rulesRepaired reads the shared switchyard_rules_repaired_total (family
+// "ipv4" or "ipv6", as the deprecated counter's label).
+func (e *repairEnv) rulesRepaired(kind, family string) float64 {
+	fam := map[string]string{"ipv4": "IPv4", "ipv6": "IPv6"}[family]
+	return e.counter("switchyard_rules_repaired_total", map[string]string{"mode": "ipvs", "kind": kind, "ip_family": fam})
+}
+
+// counter is the value of the series of name with all the labels.
+func (e *repairEnv) counter(name string, want map[string]string) float64 {
 	e.t.Helper()
 	mfs, err := e.reg.Gather()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "switchyard_ipvs_state_repaired_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -136,7 +149,7 @@ func (e *repairEnv) repaired(kind, family string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["kind"] == kind && labels["family"] == family {
+			if maps.Equal(labels, want) {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -286,6 +299,9 @@ func TestVerifyRepairsEachDamage(t *testing.T) {
 			}
 			if got := e.repaired(c.kind, c.family); got != 1 {
 				t.Errorf("switchyard_ipvs_state_repaired_total{kind=%q,family=%q} = %v, want 1", c.kind, c.family, got)
+			}
+			if got := e.rulesRepaired(c.kind, c.family); got != 1 {
+				t.Errorf("switchyard_rules_repaired_total{mode=\"ipvs\",kind=%q,ip_family of %q} = %v, want 1", c.kind, c.family, got)
 			}
 			e.assertVerifyWritesNothing()
 		})

@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -18,6 +19,8 @@ type familySync struct {
 	needFull bool
 	// generation is the ruleset generation after our last commit.
 	generation uint32
+	// verifiedAt is when the table was last checked or fully written.
+	verifiedAt time.Time
 	// restarted holds until a full sync succeeds: the table, if any, is
 	// a predecessor's, whose tags the full sync trusts to leave alone
 	// what already holds what it renders. A later full sync (a repair:

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -17,6 +18,8 @@ import (
 type Backend struct {
 	conn    Conn
 	metrics *modeMetrics
+	cadence reconcile.Cadence
+	repairs *reconcile.Repairs
 
 	mu       sync.Mutex // serialises Sync and Cleanup
 	families []*familySync
@@ -30,7 +33,12 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{conn: cfg.Conn, metrics: newModeMetrics(cfg.Registerer)}
+	repairs, err := reconcile.NewRepairs(cfg.Registerer, "nftables", cfg.families())
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{conn: cfg.Conn, metrics: newModeMetrics(cfg.Registerer),
+		cadence: reconcile.NewCadence(cfg.VerifyInterval, cfg.Clock), repairs: repairs}
 	for _, fam := range cfg.families() {
 		b.families = append(b.families, newFamilySync(cfg.forFamily(fam)))
 	}
@@ -66,13 +74,19 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 
 func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.State, diff *proxier.Diff) (syncResult, error) {
 	full := diff == nil || diff.Full || f.needFull || f.localMatchChanged(st)
-	if !full && diff.Verify {
+	damaged := false
+	if !full && b.cadence.Due(diff, f.verifiedAt) {
+		f.verifiedAt = b.cadence.Now()
 		intact, err := f.verify(ctx, b.conn)
 		if err != nil {
 			return syncResult{}, err
 		}
-		full = !intact
+		full, damaged = !intact, !intact
 	}
+	// A partial sync may take the generation after its commit as ours
+	// only if nobody else committed since our last one: otherwise a
+	// foreign change would be absorbed and the next check would miss it.
+	untouched := full || f.untouched(ctx, b.conn)
 	var r syncResult
 	var err error
 	if full {
@@ -83,7 +97,13 @@ func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.Sta
 	if err != nil {
 		return r, err
 	}
-	if gen, gerr := b.conn.Generation(ctx); gerr == nil {
+	if full {
+		f.verifiedAt = b.cadence.Now()
+	}
+	if damaged {
+		b.repairs.Record(reconcile.KindNFTables, f.fc.family)
+	}
+	if gen, gerr := b.conn.Generation(ctx); gerr == nil && untouched {
 		f.generation = gen
 	}
 	return r, nil

@@ -3,9 +3,11 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/proxier"
@@ -50,6 +52,13 @@ type Config struct {
 	// Registerer receives the nftables mode's own metrics; nil registers
 	// none (they are still counted).
 	Registerer prometheus.Registerer
+	// VerifyInterval: a periodic sync (Diff.Verify), and a partial sync
+	// once the last check is older, checks the table first
+	// (reconcile.Cadence); 0 means reconcile.DefaultVerifyInterval,
+	// negative never checks.
+	VerifyInterval time.Duration
+	// Clock times the checks; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // familyConfig is what one family's render needs.

@@ -2,8 +2,12 @@ package nftables_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -16,9 +20,10 @@ import (
 )
 
 // TestPeriodicSyncRepairsTampering: someone deletes the table, flushes a
-// chain or deletes a map element; the next periodic sync (Diff.Verify)
-// notices and rewrites, and a periodic sync with nothing touched writes
-// nothing.
+// chain or deletes a map element; the next periodic sync (Diff.Verify),
+// or a partial sync once the verify interval has passed, notices,
+// rewrites and counts the repair; a periodic sync with nothing touched
+// writes nothing.
 func TestPeriodicSyncRepairsTampering(t *testing.T) {
 	tamper := map[string]func(*nfttest.Fake){
 		"table deleted": func(f *nfttest.Fake) { f.DeleteTable(ruleset.IPv4, nftables.TableName) },
@@ -34,27 +39,73 @@ func TestPeriodicSyncRepairsTampering(t *testing.T) {
 			})
 		},
 	}
+	const interval = time.Minute
 	for name, fn := range tamper {
-		t.Run(name, func(t *testing.T) {
-			state, node := flowtest.Fixture()
-			fake := nfttest.NewFake()
-			b := flowBackend(t, fake, node)
-			mustSync(t, b, state, fullDiff())
-			want := fake.Dump(ruleset.IPv4, nftables.TableName)
-			before := len(fake.Transactions)
-			mustSync(t, b, state, &proxier.Diff{Verify: true})
-			if len(fake.Transactions) != before {
-				t.Fatalf("a periodic sync of an untouched table wrote %d transactions", len(fake.Transactions)-before)
-			}
-			fn(fake)
-			if res := mustSync(t, b, state, &proxier.Diff{Verify: true}); !res.Full {
-				t.Errorf("periodic sync after tampering was not full")
-			}
-			if got := fake.Dump(ruleset.IPv4, nftables.TableName); got != want {
-				t.Errorf("table not repaired:\n%s", got)
-			}
-		})
+		for _, periodic := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/periodic=%v", name, periodic), func(t *testing.T) {
+				state, node := flowtest.Fixture()
+				fake := nfttest.NewFake()
+				reg := prometheus.NewRegistry()
+				clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+				b, err := nftables.New(nftables.Config{Families: node.Families, LocalDetector: node.LocalDetector,
+					MasqueradeAll: node.MasqueradeAll, Conn: fake, Registerer: reg, Clock: clk, VerifyInterval: interval})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mustSync(t, b, state, fullDiff())
+				want := fake.Dump(ruleset.IPv4, nftables.TableName)
+				before := len(fake.Transactions)
+				mustSync(t, b, state, &proxier.Diff{Verify: true})
+				if len(fake.Transactions) != before {
+					t.Fatalf("a periodic sync of an untouched table wrote %d transactions", len(fake.Transactions)-before)
+				}
+				fn(fake)
+				diff := &proxier.Diff{Verify: true}
+				if !periodic {
+					diff = &proxier.Diff{}
+					if res := mustSync(t, b, state, diff); res.Full {
+						t.Fatal("a partial sync within the interval checked the table")
+					}
+					clk.SetTime(clk.Now().Add(interval))
+				}
+				if res := mustSync(t, b, state, diff); !res.Full {
+					t.Errorf("sync after tampering was not full")
+				}
+				if got := fake.Dump(ruleset.IPv4, nftables.TableName); got != want {
+					t.Errorf("table not repaired:\n%s", got)
+				}
+				if v := repairedCount(t, reg); v != 1 {
+					t.Errorf("switchyard_rules_repaired_total{mode=nftables,kind=nftables,ip_family=IPv4} = %v, want 1", v)
+				}
+			})
+		}
 	}
+}
+
+// repairedCount is the nftables mode's IPv4 series of
+// switchyard_rules_repaired_total.
+func repairedCount(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "switchyard_rules_repaired_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["mode"] == "nftables" && l["kind"] == "nftables" && l["ip_family"] == "IPv4" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatal("no switchyard_rules_repaired_total series for nftables IPv4")
+	return 0
 }
 
 // TestRejectedTransaction: the kernel rejects a transaction; the error

@@ -39,6 +39,14 @@ func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 	return true, nil
 }
 
+// untouched reports whether the ruleset generation is still the one after
+// our last commit: nobody else committed since. (A commit racing between
+// this read and ours is taken for ours.)
+func (f *familySync) untouched(ctx context.Context, conn Conn) bool {
+	gen, err := conn.Generation(ctx)
+	return err == nil && gen == f.generation
+}
+
 // mismatch names the first difference between the counts and what was
 // written, or "".
 func (f *familySync) mismatch(c TableCounts) string {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/internal/shrink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -24,6 +25,10 @@ import (
 type Backend struct {
 	cfg     Config
 	metrics *metrics
+	// rulesRepaired is switchyard_rules_repaired_total{mode="userspace"};
+	// metrics.repairs its deprecated predecessor.
+	rulesRepaired *reconcile.Repairs
+	cadence       reconcile.Cadence
 
 	mu       sync.Mutex
 	sockets  map[socketKey]proxySocket
@@ -58,16 +63,22 @@ func New(cfg Config) (*Backend, error) {
 	for _, fam := range cfg.Families {
 		m.repairs.WithLabelValues(string(runnerFamily(fam)))
 	}
+	repaired, err := reconcile.NewRepairs(cfg.Registerer, "userspace", cfg.Families)
+	if err != nil {
+		return nil, err
+	}
 	return &Backend{
-		cfg:        cfg,
-		metrics:    m,
-		sockets:    map[socketKey]proxySocket{},
-		applied:    map[runner.Family][]byte{},
-		verifiedAt: map[runner.Family]time.Time{},
-		flush:      map[flushKey]struct{}{},
-		holds:      nodePortHolds{open: map[holdKey]io.Closer{}},
-		sentinels:  map[sentinelKey]sentinel{},
-		rendered:   map[v1.IPFamily]renderInput{},
+		cfg:           cfg,
+		metrics:       m,
+		rulesRepaired: repaired,
+		cadence:       reconcile.NewCadence(cfg.VerifyInterval, cfg.Clock),
+		sockets:       map[socketKey]proxySocket{},
+		applied:       map[runner.Family][]byte{},
+		verifiedAt:    map[runner.Family]time.Time{},
+		flush:         map[flushKey]struct{}{},
+		holds:         nodePortHolds{open: map[holdKey]io.Closer{}},
+		sentinels:     map[sentinelKey]sentinel{},
+		rendered:      map[v1.IPFamily]renderInput{},
 	}, nil
 }
 
@@ -160,22 +171,35 @@ func (b *Backend) openEarlySentinelsLocked(want map[sentinelKey]string) {
 // it or when a due check finds the rules damaged; it reports whether the
 // sync was full. A repair is logged, with what it found, once applied.
 func (b *Backend) syncFamilyLocked(ctx context.Context, fam runner.Family, payload []byte, diff *proxier.Diff) (bool, error) {
-	var damage []string
+	var d damage
 	if !diff.Full && b.verifyDueLocked(diff, fam) {
-		damage = b.damageLocked(ctx, fam)
+		d = b.damageLocked(ctx, fam)
 	}
-	full := diff.Full || len(damage) > 0
+	found := d.found()
+	full := diff.Full || len(found) > 0
 	if err := b.applyLocked(ctx, fam, payload, full); err != nil {
 		return false, err
 	}
 	if full {
-		b.verifiedAt[fam] = b.cfg.Clock.Now()
+		b.verifiedAt[fam] = b.cadence.Now()
 	}
-	if len(damage) > 0 {
+	if len(found) > 0 {
 		b.metrics.repairs.WithLabelValues(string(fam)).Inc()
-		klog.InfoS("Restored userspace proxy rules changed outside switchyard", "family", fam, "repaired", damage)
+		b.recordRepairs(fam, d)
+		klog.InfoS("Restored userspace proxy rules changed outside switchyard", "family", fam, "repaired", found)
 	}
 	return full, nil
+}
+
+// recordRepairs counts a repair in switchyard_rules_repaired_total, per
+// kind found.
+func (b *Backend) recordRepairs(fam runner.Family, d damage) {
+	if len(d.rules) > 0 {
+		b.rulesRepaired.Record(reconcile.KindIPTables, familyOfRunner(fam))
+	}
+	if len(d.routes) > 0 {
+		b.rulesRepaired.Record(reconcile.KindPolicyRoute, familyOfRunner(fam))
+	}
 }
 
 // openLocked opens the missing sockets and gives every socket its

@@ -83,7 +83,7 @@ type Config struct {
 	// VerifyInterval bounds the time between two checks that the kernel
 	// still holds the rules (see verify.go): periodic syncs (Diff.Verify)
 	// always check, other syncs once the last check is older. 0 means
-	// DefaultVerifyInterval; negative disables the checks.
+	// reconcile.DefaultVerifyInterval; negative disables the checks.
 	VerifyInterval time.Duration
 	// Clock times session affinity, UDP idleness and rule checks. nil
 	// means the real clock.
@@ -161,9 +161,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.VerifyInterval == 0 {
-		c.VerifyInterval = DefaultVerifyInterval
 	}
 	if c.MarkBit == 0 {
 		c.MarkBit = DefaultMarkBit

@@ -47,7 +47,9 @@
 // jump targets). A flushed table (`iptables -t nat -F`, `iptables -F`), a
 // deleted chain (`-X`) or a deleted jump turns that family's sync into a
 // full one, logged with what was found and counted in
-// switchyard_userspace_rules_repaired_total{family}. Proxy sockets stay
+// switchyard_rules_repaired_total{mode="userspace",kind,ip_family} (and the
+// deprecated switchyard_userspace_rules_repaired_total{family}); the
+// cadence is internal/reconcile's, shared by every mode. Proxy sockets stay
 // open throughout; established connections keep their conntrack NAT.
 //
 // # NodePorts
@@ -192,7 +194,7 @@
 // and UDP sessions), switchyard_userspace_bytes_total{service_port,
 // direction="to_endpoint"|"to_client"} and
 // switchyard_userspace_balancer_errors_total{reason},
-// switchyard_userspace_rules_repaired_total{family},
+// switchyard_userspace_rules_repaired_total{family} (deprecated),
 // switchyard_userspace_udp_sessions_dropped_total{service_port} (UDP ports
 // only), switchyard_userspace_skipped_service_ports{protocol} and
 // switchyard_userspace_nodeports_unreserved{protocol}, registered on

@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "switchyard", Subsystem: "userspace", Name: "rules_repaired_total",
-			Help: "Syncs that found the userspace proxy's iptables rules changed or removed outside switchyard and restored them, per IP family (ipv4, ipv6).",
+			Help: "(Deprecated: use switchyard_rules_repaired_total.) Syncs that found the userspace proxy's iptables rules changed or removed outside switchyard and restored them, per IP family (ipv4, ipv6).",
 		}, []string{"family"}),
 		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "switchyard", Subsystem: "userspace", Name: "skipped_service_ports",

@@ -5,17 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
-
-// DefaultVerifyInterval is Config.VerifyInterval's default: kube-proxy's
-// default --iptables-sync-period.
-const DefaultVerifyInterval = 30 * time.Second
 
 // A sync skips the restore when the rules it renders are the ones it
 // last wrote, so without a check nothing would put back rules someone
@@ -32,43 +27,46 @@ const DefaultVerifyInterval = 30 * time.Second
 
 // verifyDueLocked says whether a sync of fam checks its rules first.
 func (b *Backend) verifyDueLocked(diff *proxier.Diff, fam runner.Family) bool {
-	if b.cfg.VerifyInterval < 0 {
-		return false
-	}
-	return diff.Verify || b.cfg.Clock.Since(b.verifiedAt[fam]) >= b.cfg.VerifyInterval
+	return b.cadence.Due(diff, b.verifiedAt[fam])
 }
 
-// damageLocked lists what the kernel lost or changed of the rules last
-// written for fam. A chain that cannot be listed (xtables lock held,
-// runner without ChainLister) is not damage: a restore would fail the
-// same way, and the next check retries.
-func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) []string {
+// damage is what a check found changed: rules (this mode's chains and
+// the jumps to them) and policy routing.
+type damage struct{ rules, routes []string }
+
+func (d damage) found() []string { return append(slices.Clone(d.rules), d.routes...) }
+
+// damageLocked finds what the kernel lost or changed of the rules last
+// written for fam, and of the policy routing. A chain that cannot be
+// listed (xtables lock held, runner without ChainLister) is not damage: a
+// restore would fail the same way, and the next check retries.
+func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) damage {
 	lister, ok := b.cfg.Runner.(runner.ChainLister)
 	payload, written := b.applied[fam]
 	if !ok || !written {
-		return nil
+		return damage{}
 	}
-	b.verifiedAt[fam] = b.cfg.Clock.Now()
+	b.verifiedAt[fam] = b.cadence.Now()
 	owned, err := ownedDamage(ctx, lister, fam, runner.PayloadRuleCounts(payload))
 	if err != nil {
 		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
-		return nil
+		return damage{}
 	}
 	missing, err := missingJumps(ctx, lister, fam)
 	if err != nil {
 		klog.V(2).InfoS("Cannot verify userspace proxy rules; will retry", "family", fam, "err", err)
-		return nil
+		return damage{}
 	}
-	damage := append(owned, missing...)
+	d := damage{rules: append(owned, missing...)}
 	if b.cfg.Routing != nil {
 		lost, err := b.cfg.Routing.PolicyRouteMissing(familyOfRunner(fam), b.cfg.policyRoute())
 		if err != nil {
 			klog.V(2).InfoS("Cannot verify userspace policy routing; will retry", "family", fam, "err", err)
-			return damage
+			return d
 		}
-		damage = append(damage, lost...)
+		d.routes = lost
 	}
-	return damage
+	return d
 }
 
 // ownedDamage compares the rule count of each of this mode's chains with

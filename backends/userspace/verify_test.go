@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -89,6 +90,9 @@ func TestVerifyRepairsDamage(t *testing.T) {
 			}
 			if v, _ := metricValue(t, env.reg, "switchyard_userspace_rules_repaired_total", "family", "ipv4"); v != 1 {
 				t.Errorf("rules_repaired_total = %v, want 1", v)
+			}
+			if v, _ := metricValue(t, env.reg, "switchyard_rules_repaired_total", "mode", "userspace", "kind", "iptables", "ip_family", "IPv4"); v != 1 {
+				t.Errorf("switchyard_rules_repaired_total{mode=userspace,kind=iptables,ip_family=IPv4} = %v, want 1", v)
 			}
 			if got := finish(t, conn, "late"); got != "web-1:late" {
 				t.Errorf("established connection across the repair answered %q", got)
@@ -168,7 +172,7 @@ func TestVerifyDuringChurn(t *testing.T) {
 	if env.fake.DumpAll(runner.IPv4) == before {
 		t.Fatalf("a change-driven sync right after a full one checked the rules")
 	}
-	env.clock.Step(DefaultVerifyInterval)
+	env.clock.Step(reconcile.DefaultVerifyInterval)
 	partial()
 	if diff := cmp.Diff(before, env.fake.DumpAll(runner.IPv4)); diff != "" {
 		t.Errorf("rules after VerifyInterval (-before +after):\n%s", diff)

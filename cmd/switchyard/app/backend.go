@@ -52,6 +52,14 @@ func registerServiceTraffic(o *Options, b proxier.Backend, reg prometheus.Regist
 	return reg.Register(metrics.NewServiceTrafficCollector(src, 0))
 }
 
+// verifyInterval is every mode's check interval (reconcile.Cadence):
+// repairs within one sync period of the mode even while changes keep
+// postponing the periodic sync.
+func verifyInterval(o *Options) time.Duration {
+	_, maxSync := o.SyncPeriods()
+	return proxier.CheckInterval(maxSync)
+}
+
 // newIPVSBackend programs kernel IPVS in this network namespace.
 func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error) {
 	k, err := ipvs.NewKernel("")
@@ -73,9 +81,7 @@ func newIPVSBackend(o *Options, reg prometheus.Registerer) (*ipvs.Backend, error
 		TCPFinTimeout:     o.IPVS.TCPFinTimeout,
 		UDPTimeout:        o.IPVS.UDPTimeout,
 		Registerer:        reg,
-		// Repairs within one sync period even while changes keep
-		// postponing the periodic sync.
-		VerifyInterval: proxier.CheckInterval(o.IPVS.SyncPeriod),
+		VerifyInterval:    verifyInterval(o),
 	})
 }
 
@@ -104,10 +110,8 @@ func newUserspaceBackend(o *Options, reg prometheus.Registerer) (*userspace.Back
 		RestartFallback:   o.UserspaceFallback,
 		// SIGTERM: connections being relayed get this long to finish
 		// while new ones take the kernel fallback.
-		ShutdownGrace: 2 * time.Second,
-		// Repairs within one sync period even while changes keep
-		// postponing the periodic sync.
-		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),
+		ShutdownGrace:  2 * time.Second,
+		VerifyInterval: verifyInterval(o),
 		Registerer:     reg,
 	}
 	if reg != nil { // not for --cleanup
@@ -144,6 +148,7 @@ func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backen
 		ServiceTraffic:    o.ServiceTraffic,
 		Conn:              nftables.NewNetlinkConn(),
 		Registerer:        reg,
+		VerifyInterval:    verifyInterval(o),
 	})
 }
 
@@ -167,9 +172,8 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registere
 		CounterSets:         iptables.IPSetRunner{},
 		Runner:              r,
 		Metrics:             m,
-		// Repairs within one sync period even while changes keep
-		// postponing the periodic sync.
-		VerifyInterval: proxier.CheckInterval(o.IPTables.SyncPeriod),
+		VerifyInterval:      verifyInterval(o),
+		Registerer:          reg,
 	})
 }
 
