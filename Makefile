@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint clean tools deps image cluster cluster-down node-smoke node-smoke-all conformance
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all conformance
 
 all: build
 
@@ -23,6 +23,13 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# The Helm chart: helm (built from hack/tools/helm, cached) lints it, and
+# deploy/helm's test checks that its defaults render deploy/'s objects.
+chart:
+	@helm="$$(hack/build-tools.sh helm | tail -n1)/helm"; \
+	  $$helm lint --strict deploy/helm/switchyard && \
+	  SWITCHYARD_HELM=$$helm $(GO) test -count=1 ./deploy/helm/
 
 kernel:
 	$(KERNEL_ENV) $(GO) test -count=1 -p 1 $(PKGS)
@@ -47,7 +54,7 @@ vm:
 e2e-vm: tools
 	hack/vm/e2e-ipvs.sh
 
-test: deps lint unit kernel e2e vm e2e-vm node-smoke-all
+test: deps lint chart unit kernel e2e vm e2e-vm node-smoke-all
 
 bench:
 	hack/bench.sh
@@ -76,15 +83,17 @@ cluster-down:
 # The smoke test on the real node: cluster up, deploy/ Ready, ClusterIP /
 # DNS / NodePort from a pod, a rolling update with zero failed connections,
 # cluster down.
+DEPLOY ?= kustomize
 node-smoke: deps build
-	VERSION=$(VERSION) MODE=$(MODE) FAMILY=$(FAMILY) hack/cluster/smoke.sh
+	VERSION=$(VERSION) MODE=$(MODE) FAMILY=$(FAMILY) DEPLOY=$(DEPLOY) hack/cluster/smoke.sh
 
 # The smoke test in every host mode (ipvs needs IP_VS, which this kernel
-# lacks): nftables on a dual-stack cluster (both families checked), iptables
-# and userspace on IPv4.
+# lacks): nftables on a dual-stack cluster (both families checked), installed
+# and upgraded with Helm; iptables and userspace on IPv4 with kustomize.
 node-smoke-all: deps build
-	for mf in iptables:ipv4 nftables:dual userspace:ipv4; do \
-	  VERSION=$(VERSION) MODE=$${mf%:*} FAMILY=$${mf#*:} hack/cluster/smoke.sh || exit 1; done
+	for mfd in iptables:ipv4:kustomize nftables:dual:helm userspace:ipv4:kustomize; do \
+	  m=$${mfd%%:*}; rest=$${mfd#*:}; \
+	  VERSION=$(VERSION) MODE=$$m FAMILY=$${rest%%:*} DEPLOY=$${rest#*:} hack/cluster/smoke.sh || exit 1; done
 
 # Upstream's [sig-network] e2e suite on the local cluster (not part of test):
 # make conformance MODE=iptables|nftables|userspace [FAMILY=ipv4|ipv6|dual] [PROXY=switchyard|kube-proxy]

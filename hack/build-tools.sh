@@ -7,6 +7,7 @@
 #   hack/tools/containerd  containerd containerd-shim-runc-v2 ctr
 #   hack/tools/runc        runc (cgo, seccomp: needs libseccomp-dev)
 #   hack/tools/coredns     coredns
+#   hack/tools/helm        helm (lints and renders deploy/helm/switchyard)
 #   hack/tools/e2e         e2e.test (upstream's e2e suite, `go test -c`), ginkgo,
 #                          regression-issue-74839 (an e2e image's program)
 #
@@ -31,6 +32,7 @@ module_of() {
     containerd|containerd-shim-runc-v2|ctr) echo containerd ;;
     runc) echo runc ;;
     coredns) echo coredns ;;
+    helm) echo helm ;;
     e2e.test|ginkgo|regression-issue-74839) echo e2e ;;
     *) echo "build-tools.sh: unknown tool $1" >&2; return 1 ;;
   esac
@@ -44,6 +46,7 @@ pkg_of() {
     containerd|containerd-shim-runc-v2|ctr) echo "github.com/containerd/containerd/v2/cmd/$1" ;;
     runc) echo github.com/opencontainers/runc ;;
     coredns) echo github.com/coredns/coredns ;;
+    helm) echo helm.sh/helm/v3/cmd/helm ;;
     e2e.test) echo k8s.io/kubernetes/test/e2e ;;
     regression-issue-74839) echo k8s.io/kubernetes/test/images/regression-issue-74839 ;;
     ginkgo) echo github.com/onsi/ginkgo/v2/ginkgo ;;
@@ -79,6 +82,9 @@ build_env() {
       v="$(modver runc github.com/opencontainers/runc)"
       printf '1|seccomp|%s\n' "$ldflags -X main.version=${v#v}" ;;
     coredns) printf '0||%s\n' "$ldflags" ;;
+    helm)
+      v="$(modver helm helm.sh/helm/v3)"
+      printf '0||%s\n' "$ldflags -X helm.sh/helm/v3/internal/version.version=$v" ;;
   esac
 }
 

@@ -12,7 +12,9 @@
 // The test itself needs SMOKE_KUBECONFIG, SMOKE_KUBECTL and
 // SMOKE_ROLLOUT_IMAGE (an image tag already on every node), SMOKE_MODE
 // (the mode the daemon must log) and SMOKE_FAMILY (ipv4, ipv6 or dual: the
-// shape the cluster must have); without SMOKE_KUBECONFIG it skips. The
+// shape the cluster must have), and with a cluster installed from the Helm
+// chart SMOKE_HELM and SMOKE_HELM_CHART (the rolling update is then a `helm
+// upgrade` to the second tag); without SMOKE_KUBECONFIG it skips. The
 // families come from the nodes' pod CIDRs: on a dual-stack cluster the
 // Service is dual-stack and every check (cluster IP, DNS A and AAAA records
 // from every DNS Service address, NodePort, the rolling update) is made in

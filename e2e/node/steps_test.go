@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func (c *cluster) checkRollingUpdate(t *testing.T, svc *corev1.Service, image st
 	c.waitPodsReady()
 	time.Sleep(3 * time.Second)
 	start := time.Now()
-	if _, err := c.run("-n", systemNS, "set", "image", "ds/"+daemonSet, "switchyard="+image); err != nil {
+	if err := c.updateImage(image); err != nil {
 		t.Fatal(err)
 	}
 	c.poll("the rolling update", func(ctx context.Context) (bool, error) {
@@ -238,4 +239,22 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// updateImage starts the rolling update to image: `kubectl set image`, or
+// with SMOKE_HELM (the cluster was installed with the chart) `helm
+// upgrade` of the release to the image's tag, values otherwise kept.
+func (c *cluster) updateImage(image string) error {
+	helm := os.Getenv("SMOKE_HELM")
+	if helm == "" {
+		_, err := c.run("-n", systemNS, "set", "image", "ds/"+daemonSet, "switchyard="+image)
+		return err
+	}
+	tag := image[strings.LastIndex(image, ":")+1:]
+	cmd := exec.Command(helm, "--kubeconfig", os.Getenv("SMOKE_KUBECONFIG"), "upgrade", "switchyard", os.Getenv("SMOKE_HELM_CHART"),
+		"--namespace", systemNS, "--reuse-values", "--set-string", "image.tag="+tag)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm upgrade: %w: %s", err, out)
+	}
+	return nil
 }

@@ -33,7 +33,8 @@
 # (16443), VERSION (switchyard's image tag; default git describe),
 # CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use),
 # INIT_ONLY=1 (apply deploy/ with the split-privilege patch of
-# deploy/init-only/).
+# deploy/init-only/), DEPLOY (kustomize: `kubectl apply -k` of deploy/, the
+# default; helm: `helm install` of deploy/helm/switchyard).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/cluster"
@@ -203,14 +204,39 @@ EOF
     cp "$root/deploy/init-only/daemonset-init-only.yaml" "$ov/"
     printf -- '- path: daemonset-init-only.yaml\n' >>"$ov/kustomization.yaml"
   fi
-  # Where the apiserver is, as an operator tells switchyard on a cluster
-  # without kube-proxy (see deploy/daemonset.yaml).
-  kc -n kube-system create configmap kubernetes-services-endpoint \
-    --from-literal=KUBERNETES_SERVICE_HOST="$CP_IP" --from-literal=KUBERNETES_SERVICE_PORT=6443 \
-    --dry-run=client -o yaml | kc apply -f - >/dev/null
+  apiserver_endpoint
   kc apply -k "$ov" >/dev/null
   kc -n kube-system rollout status ds/switchyard --timeout=180s >&2
 }
+
+# apiserver_endpoint: where the apiserver is, as an operator tells
+# switchyard on a cluster without kube-proxy (see deploy/daemonset.yaml).
+apiserver_endpoint() {
+  kc -n kube-system create configmap kubernetes-services-endpoint \
+    --from-literal=KUBERNETES_SERVICE_HOST="$CP_IP" --from-literal=KUBERNETES_SERVICE_PORT=6443 \
+    --dry-run=client -o yaml | kc apply -f - >/dev/null
+}
+
+# deploy_switchyard_helm: `helm install` of the chart with what an operator
+# sets (the same settings as the kustomize overlay above), from a values
+# file (a dual-stack clusterCIDR holds a comma, which --set would split).
+deploy_switchyard_helm() {
+  cat >"$D/helm-values.yaml" <<EOF
+image:
+  tag: "$VERSION"
+mode: $MODE
+clusterCIDR: "$CLUSTER_CIDR"
+conntrack:
+  maxPerCore: 0
+initOnly: $([ "${INIT_ONLY:-}" = 1 ] && echo true || echo false)
+EOF
+  apiserver_endpoint
+  "$(helm_bin)" --kubeconfig "$D/admin.kubeconfig" upgrade --install switchyard "$root/deploy/helm/switchyard" \
+    --namespace kube-system -f "$D/helm-values.yaml" --wait --timeout 180s >&2
+  kc -n kube-system rollout status ds/switchyard --timeout=180s >&2
+}
+
+helm_bin() { echo "$("$root/hack/build-tools.sh" helm | tail -n1)/helm"; }
 
 # deploy_kube_proxy: upstream kube-proxy in MODE, configured as kubeadm does
 # (its kubeconfig names the apiserver's own address).
@@ -264,7 +290,9 @@ up() {
   control_plane_up
   nodes_up
   log "$NODES nodes Ready after $((SECONDS - t0))s"
-  if [ "$PROXY" = kube-proxy ]; then deploy_kube_proxy; else deploy_switchyard; fi
+  if [ "$PROXY" = kube-proxy ]; then deploy_kube_proxy
+  elif [ "${DEPLOY:-kustomize}" = helm ]; then deploy_switchyard_helm
+  else deploy_switchyard; fi
   deploy_coredns
   log "up in $((SECONDS - t0))s: $NODES nodes ($FAMILY), $PROXY $([ "$PROXY" = kube-proxy ] || echo "$VERSION ")in $MODE mode (logs: $D/logs)"
   print_env

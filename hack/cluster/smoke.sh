@@ -11,7 +11,9 @@
 # On a dual-stack cluster (FAMILY=dual) every check is made in both families.
 #
 # Environment: MODE (default iptables), FAMILY (ipv4, ipv6 or dual; default
-# ipv4), KEEP=1 leaves the cluster up, USAGE_SECONDS (20) the idle window.
+# ipv4), DEPLOY (kustomize or helm: how switchyard is installed, and with
+# helm the rolling update is a `helm upgrade` to the second tag), KEEP=1
+# leaves the cluster up, USAGE_SECONDS (20) the idle window.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster="$root/hack/cluster/cluster.sh"
@@ -46,5 +48,8 @@ make -C "$root" --no-print-directory build VERSION="$VERSION" >/dev/null
 kubectl="$(dirname "$("$root/hack/build-tools.sh" kubectl | tail -n1)/kubectl")/kubectl"
 # The daemon's footprint on the idle nodes, before the test adds load.
 "$root/hack/cluster/usage.sh" "${USAGE_SECONDS:-20}"
+if [ "${DEPLOY:-kustomize}" = helm ]; then
+  export SMOKE_HELM="$("$root/hack/build-tools.sh" helm | tail -n1)/helm" SMOKE_HELM_CHART="$root/deploy/helm/switchyard"
+fi
 SMOKE_MODE="$MODE" SMOKE_FAMILY="$FAMILY" SMOKE_KUBECONFIG="$KUBECONFIG" SMOKE_KUBECTL="$kubectl" SMOKE_ROLLOUT_IMAGE="localhost/switchyard:$rollout" \
   go -C "$root" test -tags node -count=1 -timeout 15m -v -run '^TestNodeSmoke$' ./e2e/node/
