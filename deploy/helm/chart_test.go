@@ -2,6 +2,7 @@ package helm
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,4 +154,54 @@ func keys(m map[string]map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestChartMonitoring: the chart's alerts and dashboard are deploy/monitoring's
+// files, byte for byte, and render when switched on.
+func TestChartMonitoring(t *testing.T) {
+	for _, f := range []string{"alerts.yaml", "switchyard-dashboard.json"} {
+		want, err := os.ReadFile(filepath.Join("..", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("switchyard", "files", f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("deploy/helm/switchyard/files/%s differs from deploy/monitoring/%s (%v): copy it", f, f, err)
+		}
+	}
+	got, errs := render(t, "prometheusRule.enabled=true", "dashboards.enabled=true")
+	if got == nil {
+		t.Fatalf("helm template: %s", errs)
+	}
+	groups := got["PrometheusRule/switchyard"]["spec"].(map[string]any)["groups"].([]any)
+	if rules := groups[0].(map[string]any)["rules"].([]any); len(rules) != 6 {
+		t.Errorf("%d alerts rendered, want 6", len(rules))
+	}
+	checkRules(t, got["PrometheusRule/switchyard"]["spec"])
+	dash := got["ConfigMap/switchyard-dashboard"]["data"].(map[string]any)["switchyard-dashboard.json"].(string)
+	var d map[string]any
+	if err := json.Unmarshal([]byte(dash), &d); err != nil || d["uid"] != "switchyard" {
+		t.Errorf("dashboard ConfigMap: %v, uid %v", err, d["uid"])
+	}
+}
+
+// checkRules runs Prometheus' own checker (promtool, Debian's prometheus
+// package) over the PrometheusRule's spec, a rules file.
+func checkRules(t *testing.T, spec any) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool not found (apt-get install prometheus): %v", err)
+	}
+	data, err := yaml.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
 }
