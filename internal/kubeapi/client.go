@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,17 +48,24 @@ type Client interface {
 	Node(ctx context.Context, name string) (*v1.Node, error)
 }
 
+// EventSink records Events (events.k8s.io/v1), as kube-proxy records
+// "Starting" on its Node. The daemon's Client is one; a Client that is
+// not has no Events recorded.
+type EventSink interface {
+	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
+}
+
 // restClient is Client over client-go's REST client.
 type restClient struct {
-	core, discovery rest.Interface
-	params          runtime.ParameterCodec
+	core, discovery, events rest.Interface
+	params                  runtime.ParameterCodec
 }
 
 // New returns a Client for cfg (its content type, QPS, burst and user
 // agent are used as they are). The two API groups share one HTTP client.
 func New(cfg *rest.Config) (Client, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, discovery.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, discovery.AddToScheme, eventsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("kubeapi: scheme: %w", err)
 		}
@@ -84,7 +92,11 @@ func New(cfg *rest.Config) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeapi: discovery/v1 client: %w", err)
 	}
-	return &restClient{core: core, discovery: disc, params: runtime.NewParameterCodec(scheme)}, nil
+	events, err := group(eventsv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("kubeapi: events/v1 client: %w", err)
+	}
+	return &restClient{core: core, discovery: disc, events: events, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 func (c *restClient) ListerWatcher(r Resource, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
@@ -122,6 +134,11 @@ func (c *restClient) Node(ctx context.Context, name string) (*v1.Node, error) {
 	return node, c.core.Get().Resource("nodes").Name(name).Do(ctx).Into(node)
 }
 
+// CreateEvent implements EventSink.
+func (c *restClient) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	return c.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}
+
 // Requests lists every request a Client makes, as "group/resource:verb"
 // (the core group is ""): what switchyard's ClusterRole grants.
 func Requests() []string {
@@ -129,5 +146,6 @@ func Requests() []string {
 		"/services:list", "/services:watch",
 		"discovery.k8s.io/endpointslices:list", "discovery.k8s.io/endpointslices:watch",
 		"/nodes:list", "/nodes:watch", "/nodes:get",
+		"events.k8s.io/events:create",
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,7 @@ func newAPIServer(t *testing.T) (*apiServer, *httptest.Server) {
 	scheme := runtime.NewScheme()
 	_ = v1.AddToScheme(scheme)
 	_ = discovery.AddToScheme(scheme)
+	_ = eventsv1.AddToScheme(scheme)
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	a := &apiServer{t: t, codecs: serializer.NewCodecFactory(scheme), seen: map[string]string{}, media: map[string]bool{}}
 	srv := httptest.NewServer(a)
@@ -56,6 +58,8 @@ func route(path string) (group, resource string, obj runtime.Object, gv schema.G
 		return "", "nodes", &v1.NodeList{Items: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}}}, v1.SchemeGroupVersion
 	case "/api/v1/nodes/node-a":
 		return "", "nodes", &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, v1.SchemeGroupVersion
+	case "/apis/events.k8s.io/v1/namespaces/default/events":
+		return "events.k8s.io", "events", &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "node-a.1", Namespace: "default"}}, eventsv1.SchemeGroupVersion
 	}
 	return "", "", nil, schema.GroupVersion{}
 }
@@ -72,6 +76,8 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		verb = "watch"
 	case strings.HasSuffix(r.URL.Path, "/node-a"):
 		verb = "get"
+	case r.Method == http.MethodPost:
+		verb = "create"
 	}
 	a.mu.Lock()
 	a.seen[group+"/"+resource+":"+verb] = r.URL.Query().Get("labelSelector")
@@ -135,6 +141,10 @@ func TestClientRequests(t *testing.T) {
 			if node, err := c.Node(ctx, "node-a"); err != nil || node.Name != "node-a" {
 				t.Errorf("Node = %v, %v", node, err)
 			}
+			ev := NodeEvent("node-a", "switchyard", v1.EventTypeNormal, "Starting", "StartKubeProxy", "", time.Unix(1, 0))
+			if err := c.(EventSink).CreateEvent(ctx, ev); err != nil {
+				t.Errorf("CreateEvent: %v", err)
+			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			if len(a.media) != 1 || !a.media[ct] {
@@ -143,7 +153,7 @@ func TestClientRequests(t *testing.T) {
 			var got []string
 			for req, s := range a.seen {
 				got = append(got, req)
-				if !strings.HasSuffix(req, ":get") && s != "a=b" {
+				if !strings.HasSuffix(req, ":get") && !strings.HasSuffix(req, ":create") && s != "a=b" {
 					t.Errorf("%s: label selector %q, want a=b", req, s)
 				}
 			}

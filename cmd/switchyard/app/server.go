@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -46,6 +47,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	go recordStart(ctx, client, nodeName)
 	if err := nodeFamilies(ctx, o, client, nodeName); err != nil {
 		return err
 	}
@@ -253,4 +255,20 @@ func nodeName(o *Options) (string, error) {
 		return "", fmt.Errorf("reading hostname (set --hostname-override): %w", err)
 	}
 	return strings.ToLower(strings.TrimSpace(h)), nil
+}
+
+// recordStart records the "Starting" Event on the node, as kube-proxy does
+// (`kubectl get events` shows each proxy's start). It never holds up the
+// start; a failure (an older ClusterRole without events create) is logged.
+func recordStart(ctx context.Context, client kubeapi.Client, nodeName string) {
+	sink, ok := client.(kubeapi.EventSink)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ev := kubeapi.NodeEvent(nodeName, "switchyard", v1.EventTypeNormal, "Starting", "StartKubeProxy", "", time.Now())
+	if err := sink.CreateEvent(ctx, ev); err != nil {
+		klog.InfoS("Could not record the Starting event", "node", nodeName, "err", err)
+	}
 }

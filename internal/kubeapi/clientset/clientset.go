@@ -7,6 +7,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -58,6 +59,12 @@ func (c *Client) ListerWatcher(r kubeapi.Resource, tweak func(*metav1.ListOption
 			return f.watch(ctx, o)
 		},
 	}, c.CS)
+}
+
+// CreateEvent implements kubeapi.EventSink.
+func (c *Client) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	_, err := c.CS.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
 }
 
 // Node implements kubeapi.Client.
