@@ -58,8 +58,8 @@ func TestDeployObjectSet(t *testing.T) {
 }
 
 // TestDeployRBACIsLeastPrivilege pins the exact permissions: read-only on
-// the proxy inputs, no writes (proxier/access_test.go checks them against
-// the requests the daemon makes).
+// the proxy inputs, and one write, the start Event (proxier/access_test.go
+// checks them against the requests the daemon makes).
 func TestDeployRBACIsLeastPrivilege(t *testing.T) {
 	objs := deployObjects(t)
 	role := objs["ClusterRole/switchyard"].(*rbacv1.ClusterRole)
@@ -67,6 +67,7 @@ func TestDeployRBACIsLeastPrivilege(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
 	if diff := cmp.Diff(want, role.Rules); diff != "" {
 		t.Errorf("ClusterRole rules (-want +got):\n%s", diff)

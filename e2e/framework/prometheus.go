@@ -57,6 +57,17 @@ scrape_configs:
 // waits until it is ready.
 func StartPrometheus(t testing.TB, ns string, targets ...string) *Prometheus {
 	t.Helper()
+	if len(targets) == 0 {
+		targets = []string{DaemonMetricsAddr}
+	}
+	return StartPrometheusConfig(t, ns, PrometheusAddr, PrometheusConfig(time.Second, targets...))
+}
+
+// StartPrometheusConfig runs Prometheus in ns with the given
+// configuration (rule files it names by absolute path), serving on addr
+// inside ns, with storage in a temp dir, and waits until it is ready.
+func StartPrometheusConfig(t testing.TB, ns, addr, config string) *Prometheus {
+	t.Helper()
 	if os.Getenv(PrometheusBinEnv) == "none" {
 		t.Skipf("%s=none: no Prometheus in this environment", PrometheusBinEnv)
 	}
@@ -64,15 +75,12 @@ func StartPrometheus(t testing.TB, ns string, targets ...string) *Prometheus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(targets) == 0 {
-		targets = []string{DaemonMetricsAddr}
-	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(PrometheusConfig(time.Second, targets...)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &Prometheus{NS: ns, Addr: PrometheusAddr}
+	p := &Prometheus{NS: ns, Addr: addr}
 	p.Process = StartInNetns(t, "prometheus-"+ns, ns, bin,
 		"--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+p.Addr, "--log.level=warn")
@@ -117,4 +125,25 @@ func (p *Prometheus) Query(ctx context.Context, expr string) ([]Sample, error) {
 		return nil, fmt.Errorf("query %q: HTTP %d: %s", expr, code, body)
 	}
 	return ParseVectorResponse([]byte(body))
+}
+
+// Series is one series of a range query: its labels and its points.
+type Series struct {
+	Labels map[string]string
+	Times  []time.Time
+	Values []float64
+}
+
+// QueryRange evaluates expr over [start, end] every step.
+func (p *Prometheus) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]Series, error) {
+	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(start.Unix(), 10)},
+		"end": {strconv.FormatInt(end.Unix(), 10)}, "step": {strconv.Itoa(int(step.Seconds()))}}
+	code, body, err := httpGetIn(ctx, p.NS, "http://"+p.Addr+"/api/v1/query_range?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("query_range %q: HTTP %d: %s", expr, code, body)
+	}
+	return ParseMatrixResponse([]byte(body))
 }
