@@ -191,7 +191,9 @@ func TestIPVSFirewall(t *testing.T) {
 // failingSets cannot be read.
 type failingSets struct{}
 
-func (failingSets) Save(context.Context) ([]byte, error) { return nil, errors.New("ipset: command not found") }
+func (failingSets) Save(context.Context) ([]byte, error) {
+	return nil, errors.New("ipset: command not found")
+}
 
 // TestIPVSSetsUnreadable: without the sets, a trace that reaches a set
 // match says so instead of guessing.
