@@ -17,6 +17,13 @@
 // daemon knows where a proxy socket relays) names the endpoints, each
 // with an equal, round-robin share.
 //
+// In ipvs mode (ReadIPVS) the companion iptables rules are traced with
+// the live ipsets (`ipset save`) evaluating their set matches, up to
+// filter INPUT; the IPVS table read over netlink then picks the virtual
+// server (fwmark first) and its real servers with the scheduler's
+// shares, and each real server's path goes on through nat POSTROUTING,
+// where masquerading is decided.
+//
 // Every probe reports the endpoints reached with their probabilities and
 // the rules each path matched; Report lists what the kernel misses or
 // holds in excess.

@@ -194,7 +194,7 @@ func userspacePlaneOf(t *testing.T, o Objects) Dataplane {
 
 // planes are the modes whose rules the tests program into fakes.
 func planes() map[string]func(*testing.T, Objects) Dataplane {
-	return map[string]func(*testing.T, Objects) Dataplane{"iptables": iptablesPlaneOf, "nftables": nftablesPlaneOf, "userspace": userspacePlaneOf}
+	return map[string]func(*testing.T, Objects) Dataplane{"iptables": iptablesPlaneOf, "nftables": nftablesPlaneOf, "userspace": userspacePlaneOf, "ipvs": ipvsPlaneOf}
 }
 
 func eps(n int, node string) map[string]string {

@@ -32,7 +32,17 @@ type TableExists func(fam runner.Family, table string) bool
 // is the proxy mode, for the report (iptables, or userspace whose rules
 // are iptables rules too).
 func ReadIPTables(ctx context.Context, mode string, r runner.Interface, fams []v1.IPFamily, exists TableExists, local []netip.Addr) (Dataplane, error) {
-	p := &iptablesPlane{mode: mode, rules: iptablestest.NewFake(), local: local}
+	rules, err := loadIPTables(ctx, r, fams, exists)
+	if err != nil {
+		return nil, err
+	}
+	return &iptablesPlane{mode: mode, rules: rules, local: local}, nil
+}
+
+// loadIPTables saves the filter and nat tables of each family into the
+// iptables fake, whose tracer walks them.
+func loadIPTables(ctx context.Context, r runner.Interface, fams []v1.IPFamily, exists TableExists) (*iptablestest.Fake, error) {
+	rules := iptablestest.NewFake()
 	for _, fam := range fams {
 		rf := runnerFamily(fam)
 		for _, table := range []string{"filter", "nat"} {
@@ -46,12 +56,12 @@ func ReadIPTables(ctx context.Context, mode string, r runner.Interface, fams []v
 			if err != nil {
 				return nil, fmt.Errorf("saving %s %s table: %w", fam, table, err)
 			}
-			if err := p.rules.Restore(ctx, rf, data); err != nil {
+			if err := rules.Restore(ctx, rf, data); err != nil {
 				return nil, fmt.Errorf("the tracer cannot load the live %s %s table: %w", fam, table, err)
 			}
 		}
 	}
-	return p, nil
+	return rules, nil
 }
 
 func runnerFamily(fam v1.IPFamily) runner.Family {

@@ -13,6 +13,7 @@ const (
 	HashIPPort    = "hash:ip,port"
 	HashIPPortIP  = "hash:ip,port,ip"
 	HashIPPortNet = "hash:ip,port,net"
+	HashNet       = "hash:net"
 	BitmapPort    = "bitmap:port"
 )
 
@@ -46,16 +47,24 @@ func (e Entry) Format(setType string) string {
 		return ipPort()
 	case HashIPPortIP:
 		return ipPort() + "," + e.IP2.String()
+	case HashNet:
+		return netString(e.Net)
 	case HashIPPortNet:
-		net := e.Net.Masked()
-		if net.IsSingleIP() {
-			return ipPort() + "," + net.Addr().String()
-		}
-		return ipPort() + "," + net.String()
+		return ipPort() + "," + netString(e.Net)
 	case BitmapPort:
 		return strconv.Itoa(int(e.Port))
 	}
 	return ""
+}
+
+// netString is a prefix as `ipset save` prints it: a host prefix
+// without its length.
+func netString(p netip.Prefix) string {
+	p = p.Masked()
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
 }
 
 // ParseEntry reads an entry of the type in the strict form Format writes
@@ -63,7 +72,7 @@ func (e Entry) Format(setType string) string {
 func ParseEntry(setType, s string) (Entry, error) {
 	var e Entry
 	parts := strings.Split(s, ",")
-	want := map[string]int{HashIP: 1, HashIPPort: 2, HashIPPortIP: 3, HashIPPortNet: 3, BitmapPort: 1}[setType]
+	want := map[string]int{HashIP: 1, HashIPPort: 2, HashIPPortIP: 3, HashIPPortNet: 3, HashNet: 1, BitmapPort: 1}[setType]
 	if want == 0 {
 		return e, fmt.Errorf("unsupported set type %q", setType)
 	}
@@ -76,6 +85,10 @@ func ParseEntry(setType, s string) (Entry, error) {
 		return e, wrapEntry(s, err)
 	}
 	var err error
+	if setType == HashNet {
+		e.Net, err = parsePrefix(parts[0])
+		return e, wrapEntry(s, err)
+	}
 	if e.IP, err = netip.ParseAddr(parts[0]); err != nil {
 		return e, wrapEntry(s, err)
 	}

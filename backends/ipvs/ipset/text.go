@@ -162,7 +162,7 @@ func (s *Set) addSaved(entry string) error {
 // KnownType reports whether the package can parse entries of the type.
 func KnownType(t string) bool {
 	switch t {
-	case HashIP, HashIPPort, HashIPPortIP, HashIPPortNet, BitmapPort:
+	case HashIP, HashIPPort, HashIPPortIP, HashIPPortNet, HashNet, BitmapPort:
 		return true
 	}
 	return false

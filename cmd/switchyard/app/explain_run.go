@@ -16,6 +16,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	mobyipvs "github.com/moby/ipvs"
+
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/internal/explain"
@@ -237,13 +240,46 @@ func (f failedRelays) RelayTable(context.Context) (userspace.RelayTable, error) 
 // openIPTables saves the live iptables rules of each family whose tools
 // the node has; mode names the proxy mode they are read for.
 func openIPTables(ctx context.Context, mode Mode, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
-	r, err := runner.New(runner.Options{})
+	r, exists, err := iptablesReader()
 	if err != nil {
 		return nil, err
+	}
+	return explain.ReadIPTables(ctx, string(mode), r, fams, exists, local)
+}
+
+// iptablesReader is the daemon's iptables runner, with the check that
+// keeps a legacy save from creating a missing table.
+func iptablesReader() (runner.Interface, explain.TableExists, error) {
+	r, err := runner.New(runner.Options{})
+	if err != nil {
+		return nil, nil, err
 	}
 	var exists explain.TableExists
 	if r.Mode() == runner.ModeLegacy {
 		exists = explain.LegacyTableExists
 	}
-	return explain.ReadIPTables(ctx, string(mode), r, fams, exists, local)
+	return r, exists, nil
+}
+
+// openIPVS reads the ipvs mode: its companion iptables rules, `ipset
+// save` and the IPVS table over netlink (GetServices and GetDestinations
+// only). Without /proc/net/ip_vs IPVS is not loaded: no handle is opened
+// (that could load the module) and no address is load-balanced.
+func openIPVS(ctx context.Context, _ *Options, fams []v1.IPFamily, local []netip.Addr) (explain.Dataplane, error) {
+	r, exists, err := iptablesReader()
+	if err != nil {
+		return nil, err
+	}
+	cfg := explain.IPVSConfig{IPSets: ipset.New(""), IPTables: r, Exists: exists, Families: fams, Local: local}
+	if ipvsLoaded() {
+		h, err := mobyipvs.New("")
+		if err != nil {
+			return nil, fmt.Errorf("opening IPVS: %w", err)
+		}
+		defer h.Close()
+		cfg.IPVS = h
+	} else {
+		klog.InfoS("IPVS is not loaded in this kernel (no /proc/net/ip_vs): no address is load-balanced")
+	}
+	return explain.ReadIPVS(ctx, cfg)
 }

@@ -123,14 +123,18 @@ func TestSelectPort(t *testing.T) {
 	}
 }
 
-// TestExplainModes: ipvs mode is refused by name; in userspace mode a
-// daemon without a metrics address has no relay table to read.
+// TestExplainModes: every mode has a dataplane reader; in userspace mode
+// a daemon without a metrics address has no relay table to read.
 func TestExplainModes(t *testing.T) {
-	_, err := openDataplane(context.Background(), &Options{Mode: ModeIPVS}, []v1.IPFamily{v1.IPv4Protocol})
-	if err == nil || !strings.Contains(err.Error(), "does not support ipvs mode yet") {
-		t.Errorf("ipvs: %v", err)
+	for _, s := range modes {
+		if s.explain == nil {
+			t.Errorf("%s mode: explain has no reader", s.name)
+		}
 	}
-	_, err = relayReader("").RelayTable(context.Background())
+	if got := explainModes(); got != modeNames() {
+		t.Errorf("explain reads %q, want every mode %q", got, modeNames())
+	}
+	_, err := relayReader("").RelayTable(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "--metrics-bind-address") {
 		t.Errorf("no metrics address: %v", err)
 	}

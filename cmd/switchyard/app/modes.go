@@ -103,7 +103,7 @@ func modeTable() []modeSpec {
 		{
 			name: ModeIPVS, backend: newIPVSModeBackend, cleanup: cleanupIPVS, leftovers: removeIPVSLeftovers,
 			ownsChain: ipvs.OwnsChain, usesIPTables: true, gate: featureKubeProxyIPVS,
-			section: "ipvs", ownsFlag: func(f string) bool { return strings.HasPrefix(f, "ipvs-") },
+			section: "ipvs", ownsFlag: func(f string) bool { return strings.HasPrefix(f, "ipvs-") }, explain: openIPVS,
 		},
 		{
 			name: ModeNFTables, backend: newNFTablesModeBackend, leftovers: removeNFTablesLeftovers,

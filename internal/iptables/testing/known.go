@@ -35,6 +35,9 @@ func moduleOptions(module string) []string {
 			"--ctexpire", "--ctdir"}
 	case "state":
 		return []string{"--state"}
+	case "set":
+		return []string{"--match-set", "--return-nomatch", "--update-counters", "--update-subcounters",
+			"--packets-eq", "--packets-lt", "--packets-gt", "--bytes-eq", "--bytes-lt", "--bytes-gt"}
 	case "icmp":
 		return []string{"--icmp-type"}
 	case "icmp6", "icmpv6":

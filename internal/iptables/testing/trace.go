@@ -36,6 +36,9 @@ type Packet struct {
 	// or may not match (a client with session affinity state); by default
 	// it never matches (a client seen for the first time).
 	RecentMayMatch bool
+	// Sets holds the ipsets "-m set" matches look up; nil: a rule with a
+	// set match fails the trace.
+	Sets IPSets
 }
 
 // Path is one possible fate of the packet: probabilistic rules branch.
@@ -79,14 +82,10 @@ const maxTraceDepth = 64
 // and raw tables are not traversed. Rules that need a match or target the
 // tracer does not model make it fail.
 func (f *Fake) Trace(fam runner.Family, pkt Packet) (TraceResult, error) {
-	if err := checkPacket(fam, &pkt); err != nil {
+	t, start, err := f.newTracer(fam, pkt)
+	if err != nil {
 		return TraceResult{}, err
 	}
-	f.mu.Lock()
-	tables := map[string]*table{"nat": f.tables[fam]["nat"], "filter": f.tables[fam]["filter"]}
-	f.mu.Unlock()
-	t := &tracer{tables: tables, pkt: pkt}
-	start := flow{dst: pkt.DstIP, dport: pkt.DstPort, mark: pkt.Mark, prob: 1}
 	var flows []flow
 	if pkt.Local {
 		flows = t.hooks([]flow{start}, "nat/OUTPUT", "filter/OUTPUT", "nat/POSTROUTING")
@@ -104,6 +103,37 @@ func (f *Fake) Trace(fam runner.Family, pkt Packet) (TraceResult, error) {
 		flows[i].verdict = "ACCEPT"
 	}
 	return summarize(append(t.done, flows...)), nil
+}
+
+// TraceHooks walks only the named built-in chains ("nat/PREROUTING",
+// "filter/INPUT", ...), in order, with no routing decision between them,
+// for a caller that models a hook the tracer does not (IPVS in LOCAL_IN
+// rewrites the destination between filter INPUT and nat POSTROUTING) and
+// traces the stages around it itself. Paths that get through every
+// chain are ACCEPT.
+func (f *Fake) TraceHooks(fam runner.Family, pkt Packet, hooks ...string) (TraceResult, error) {
+	t, start, err := f.newTracer(fam, pkt)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	flows := t.hooks([]flow{start}, hooks...)
+	if t.err != nil {
+		return TraceResult{}, t.err
+	}
+	for i := range flows {
+		flows[i].verdict = "ACCEPT"
+	}
+	return summarize(append(t.done, flows...)), nil
+}
+
+func (f *Fake) newTracer(fam runner.Family, pkt Packet) (*tracer, flow, error) {
+	if err := checkPacket(fam, &pkt); err != nil {
+		return nil, flow{}, err
+	}
+	f.mu.Lock()
+	tables := map[string]*table{"nat": f.tables[fam]["nat"], "filter": f.tables[fam]["filter"]}
+	f.mu.Unlock()
+	return &tracer{tables: tables, pkt: pkt}, flow{dst: pkt.DstIP, dport: pkt.DstPort, mark: pkt.Mark, prob: 1}, nil
 }
 
 func checkPacket(fam runner.Family, pkt *Packet) error {

@@ -93,7 +93,7 @@ func (t *tracer) matchModule(m Match, fl flow) (tri, error) {
 	case "conntrack", "state":
 		return matchCTState(m, fl)
 	case "set":
-		return matchNo, fmt.Errorf("ipset matches (-m set) are not modelled")
+		return t.matchSet(m, fl)
 	}
 	return matchNo, fmt.Errorf("match module %q is not modelled", m.Module)
 }

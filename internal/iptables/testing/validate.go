@@ -82,7 +82,7 @@ func knownProtocol(p string) bool {
 func flagOption(name string) bool {
 	switch name {
 	case "--syn", "--set", "--rcheck", "--update", "--remove", "--reap", "--rsource", "--rdest",
-		"--rttl", "--limit-iface-in", "--limit-iface-out":
+		"--rttl", "--limit-iface-in", "--limit-iface-out", "--return-nomatch", "--update-counters", "--update-subcounters":
 		return true
 	}
 	return false
@@ -95,7 +95,7 @@ func validateMatch(r *Rule, m Match) error {
 			switch {
 			case flagOption(o.Name):
 				want = 0
-			case o.Name == "--tcp-flags":
+			case o.Name == "--tcp-flags", o.Name == "--match-set":
 				want = 2
 			}
 			if len(o.Values) != want {
