@@ -105,7 +105,7 @@ var _ RuleCounter = (*Runner)(nil)
 
 // CountRules implements RuleCounter in the runner's namespace: one
 // netlink dump of the table's chains then one of each chain's rules with
-// iptables-nft (nftcount.go: 3-5 s at 10k services x 10 endpoints), one
+// iptables-nft (nftcount.go, through internal/nfnetlink: 3-5 s at 10k services x 10 endpoints), one
 // IPT_SO_GET_ENTRIES read of the table with iptables-legacy
 // (legacycount.go: 0.5-0.8 s there).
 func (r *Runner) CountRules(_ context.Context, fam Family, table string) (*TableCounts, error) {
