@@ -62,7 +62,9 @@
 // costs hundreds of milliseconds (hack/bench/nftables measures it beside
 // the backend), against a few milliseconds for the whole netlink
 // transaction of a one-endpoint change. The backend needs only a handful
-// of expression kinds; ruleset compiles them.
+// of expression kinds; ruleset compiles them. The library builds the
+// messages; internal/nfnetlink writes the batch, the element messages
+// and every dump (its documentation says why).
 //
 // Syncs: a full sync (first, asked, after a failure, or after the
 // periodic check found the table changed) lists the table's chains and

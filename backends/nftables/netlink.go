@@ -12,12 +12,14 @@ import (
 	"github.com/mdlayher/netlink"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // NetlinkConn talks to nf_tables over netlink in the caller's network
 // namespace. github.com/google/nftables builds the messages; the batch is
-// laid out and sent here (netlink_wire.go). Every Run is one batch: the
-// kernel commits it whole or not at all.
+// laid out and sent by internal/nfnetlink (its package documentation
+// says why). Every Run is one batch: the kernel commits it whole or not
+// at all.
 type NetlinkConn struct {
 	// bufferBytes sizes the socket buffers: a full sync at 10k services
 	// is one batch of tens of MB, which one sendmsg must hold.
@@ -27,20 +29,20 @@ type NetlinkConn struct {
 	// sock is opened on first use, in the network namespace of the
 	// thread that uses it first, and kept: opening and closing a
 	// netfilter netlink socket per transaction cost ~10 ms each here.
-	sock *nfSocket
+	sock *nfnetlink.Socket
 	// conn builds messages only: its "socket" is capture.
 	conn *gnft.Conn
 	// pending is the batch Append staged and its wire, which the next
 	// Run commits.
 	pending *batch
-	wire    *wire
+	wire    *nfnetlink.Batch
 
 	qmu   sync.Mutex
 	query *netlink.Conn // for ListObjects, Counts, Generation
 	// dumps are idle sockets for streamed dumps, kept as query is: two
 	// dumps may run at once, each on a socket of its own.
 	dmu   sync.Mutex
-	dumps []*nfSocket
+	dumps []*nfnetlink.Socket
 	seq   uint32
 }
 
@@ -48,19 +50,6 @@ var _ Conn = (*NetlinkConn)(nil)
 
 // NewNetlinkConn returns a connection to this network namespace.
 func NewNetlinkConn() *NetlinkConn { return &NetlinkConn{bufferBytes: 256 << 20} }
-
-// maxElementsPerMessage and maxElementListBytes bound one element
-// message: its element list is one netlink attribute, whose length is 16
-// bits. An IPv6 endpoint-map element takes ~60 bytes, but a service-ips
-// element of an IPv6 service ~130 (a 24-byte key, the verdict's chain
-// name, the chain's tag): 512 of those overflowed the length, and the
-// kernel, reading a truncated list, refused a dual-stack first sync at 10k
-// services with ENOENT. A list is closed once it holds
-// maxElementListBytes, room for one more element of any size.
-const (
-	maxElementsPerMessage = 512
-	maxElementListBytes   = 0xffff - 4096
-)
 
 // opsPerCapture bounds the messages google/nftables holds before they are
 // moved into the wire.
@@ -75,21 +64,21 @@ func (n *NetlinkConn) Run(_ context.Context, tx *ruleset.Transaction) error {
 	}
 	w := n.wire
 	n.pending, n.wire = nil, nil
-	defer w.release()
-	if w.msgs == 0 {
+	defer w.Release()
+	if w.Messages() == 0 {
 		return nil
 	}
 	if n.sock == nil {
-		s, err := openNFSocket(n.bufferBytes)
+		s, err := nfnetlink.Open(n.bufferBytes)
 		if err != nil {
 			return err
 		}
 		n.sock = s
 	}
-	if err := n.sock.commit(w); err != nil {
+	if err := n.sock.Commit(w); err != nil {
 		// Start the next transaction on a fresh socket, with nothing of
 		// this one's answers left queued.
-		n.sock.close()
+		n.sock.Close()
 		n.sock = nil
 		return err
 	}
@@ -122,7 +111,7 @@ func (n *NetlinkConn) encode(tx *ruleset.Transaction) error {
 	}
 	b := n.pending
 	if b == nil {
-		n.wire = newWire()
+		n.wire = nfnetlink.NewBatch()
 		b = &batch{c: n.conn, fam: tx.Family, table: &gnft.Table{Name: tx.Table, Family: nftFamily(tx.Family)},
 			sets: map[string]*gnft.Set{}, flush: n.conn.Flush, wire: n.wire}
 		n.pending = b
@@ -160,7 +149,7 @@ func (n *NetlinkConn) drop() {
 		_ = n.conn.CloseLasting()
 	}
 	if n.wire != nil {
-		n.wire.release()
+		n.wire.Release()
 	}
 	n.conn, n.pending, n.wire = nil, nil, nil
 }
@@ -170,6 +159,12 @@ func nftFamily(f ruleset.Family) gnft.TableFamily {
 		return gnft.TableFamilyIPv6
 	}
 	return gnft.TableFamilyIPv4
+}
+
+// capture stands in for the netlink socket of google/nftables' Conn
+// (nfnetlink.Batch.Capture): what it flushes goes into the open wire.
+func (n *NetlinkConn) capture(req []netlink.Message) ([]netlink.Message, error) {
+	return n.wire.Capture(req)
 }
 
 // batch translates operations into netlink messages: google/nftables
@@ -184,9 +179,11 @@ type batch struct {
 	// flush moves the messages google/nftables holds into the wire, so
 	// that an element message written there comes after them.
 	flush func() error
-	wire  *wire
-	// msg is reused by every element message.
-	msg []byte
+	wire  *nfnetlink.Batch
+	// scratch and the slices below are reused by every element.
+	scratch        nfnetlink.Element
+	verdict        nfnetlink.Verdict
+	key, end, data []byte
 }
 
 func (b *batch) add(o *ruleset.Op) error {

@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // ReadElements implements Conn: one dump of the set, decoded a datagram
@@ -20,12 +20,9 @@ import (
 // overlap.
 func (n *NetlinkConn) ReadElements(_ context.Context, fam ruleset.Family, table string, s *ruleset.Set, fn func(*ruleset.Element)) error {
 	r := &elementReader{fam: fam, set: s, fn: fn}
-	err := n.dumpEach(unix.NFT_MSG_GETSETELEM, fam, []dumpAttr{
-		{unix.NFTA_SET_ELEM_LIST_TABLE, table}, {unix.NFTA_SET_ELEM_LIST_SET, s.Name},
+	err := n.dumpEach(unix.NFT_MSG_GETSETELEM, fam, []nfnetlink.StringAttr{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Value: table}, {Type: unix.NFTA_SET_ELEM_LIST_SET, Value: s.Name},
 	}, r.message)
-	if err == nil {
-		err = r.err
-	}
 	if err == nil {
 		err = r.pair()
 	}
@@ -40,7 +37,6 @@ type elementReader struct {
 	fam ruleset.Family
 	set *ruleset.Set
 	fn  func(*ruleset.Element)
-	err error
 	// scratch is the element handed to fn, its values reused.
 	scratch ruleset.Element
 	verdict ruleset.Verdict
@@ -51,59 +47,32 @@ type elementReader struct {
 }
 
 func (r *elementReader) message(attrs []byte) error {
-	return eachAttr(attrs, func(typ uint16, v []byte) {
-		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			return
-		}
-		err := eachAttr(v, func(typ uint16, elem []byte) {
-			if typ == unix.NFTA_LIST_ELEM && r.err == nil {
-				r.err = r.element(elem)
-			}
-		})
-		if r.err == nil {
-			r.err = err
-		}
-	})
+	return nfnetlink.ParseElements(attrs, r.element)
 }
 
 // element decodes one element; an interval's start or end is kept for
 // pair, anything else handed to fn.
-func (r *elementReader) element(b []byte) error {
+func (r *elementReader) element(x *nfnetlink.Element) error {
 	e := &r.scratch
 	e.Key, e.Data, e.Verdict, e.Tag, e.Counter = e.Key[:0], e.Data[:0], nil, nil, nil
-	end := false
-	var err error
-	walkErr := eachAttr(b, func(typ uint16, v []byte) {
-		switch typ {
-		case unix.NFTA_SET_ELEM_KEY:
-			e.Key, err = decodeData(r.fam, r.set.Key, v, e.Key)
-		case unix.NFTA_SET_ELEM_FLAGS:
-			end = len(v) == 4 && binary.BigEndian.Uint32(v)&unix.NFT_SET_ELEM_INTERVAL_END != 0
-		case unix.NFTA_SET_ELEM_USERDATA:
-			e.Tag = parseTag(v)
-			if r.set.Counter {
-				r.counter().Comment = parseComment(v)
-			}
-		case unix.NFTA_SET_ELEM_EXPR, nftaSetElemExpressions:
-			if r.set.Counter {
-				err = decodeCounter(typ, v, r.counter())
-			}
-		case unix.NFTA_SET_ELEM_DATA:
-			if r.set.Kind == ruleset.VerdictMap {
-				e.Verdict, err = decodeVerdict(v, &r.verdict)
-			} else {
-				e.Data, err = decodeData(r.fam, r.set.Data, v, e.Data)
-			}
-		}
-	})
-	switch {
-	case walkErr != nil:
-		return walkErr
-	case err != nil:
-		return err
-	case len(e.Key) == 0:
+	if x.Key == nil {
 		return fmt.Errorf("an element without a key")
-	case end:
+	}
+	var err error
+	if e.Key, err = decodeData(r.fam, r.set.Key, x.Key, e.Key); err != nil {
+		return err
+	}
+	if err := r.data(x); err != nil {
+		return err
+	}
+	if x.Userdata != nil {
+		e.Tag = parseTag(x.Userdata)
+	}
+	if r.set.Counter {
+		r.counter(x)
+	}
+	switch {
+	case x.IntervalEnd:
 		r.ends = append(r.ends, e.Key[0].Num)
 	case r.set.Interval:
 		r.starts = append(r.starts, startElement{start: e.Key[0].Num, to: endpointOf(e)})
@@ -111,6 +80,39 @@ func (r *elementReader) element(b []byte) error {
 		r.fn(e)
 	}
 	return nil
+}
+
+// data decodes an element's verdict or data values.
+func (r *elementReader) data(x *nfnetlink.Element) error {
+	e := &r.scratch
+	switch {
+	case r.set.Kind == ruleset.VerdictMap && x.Verdict != nil:
+		r.verdict = ruleset.Verdict{Kind: nfnetlink.VerdictName(x.Verdict.Code), Chain: x.Verdict.Chain}
+		e.Verdict = &r.verdict
+	case r.set.Kind == ruleset.VerdictMap && x.Data != nil:
+		return fmt.Errorf("no verdict in element data")
+	case r.set.Kind != ruleset.VerdictMap && (x.Data != nil || x.Verdict != nil):
+		var err error
+		e.Data, err = decodeData(r.fam, r.set.Data, x.Data, e.Data)
+		return err
+	}
+	return nil
+}
+
+// counter sets up the scratch element's counter from the element's
+// comment and counter expression, when it has either.
+func (r *elementReader) counter(x *nfnetlink.Element) {
+	if x.Userdata == nil && x.Counter == nil {
+		return
+	}
+	r.count = ruleset.ElementCounter{}
+	if x.Userdata != nil {
+		r.count.Comment = parseComment(x.Userdata)
+	}
+	if x.Counter != nil {
+		r.count.Packets, r.count.Bytes = x.Counter.Packets, x.Counter.Bytes
+	}
+	r.scratch.Counter = &r.count
 }
 
 // startElement is an endpoint map's start element, waiting for its end.
@@ -143,17 +145,9 @@ func (r *elementReader) pair() error {
 
 func int64Cmp(a, b uint32) int { return int(int64(a) - int64(b)) }
 
-// decodeData reads the NFTA_DATA_VALUE of a nested data attribute as the
-// values of fields fs (the inverse of appendValues), into out.
-func decodeData(fam ruleset.Family, fs ruleset.Fields, nested []byte, out []ruleset.Value) ([]ruleset.Value, error) {
-	var value []byte
-	if err := eachAttr(nested, func(typ uint16, v []byte) {
-		if typ == unix.NFTA_DATA_VALUE {
-			value = v
-		}
-	}); err != nil {
-		return out, err
-	}
+// decodeData reads a key's or data's value as the values of fields fs
+// (the inverse of appendValues), into out.
+func decodeData(fam ruleset.Family, fs ruleset.Fields, value []byte, out []ruleset.Value) ([]ruleset.Value, error) {
 	if len(value) != fs.Len(fam) {
 		return out, fmt.Errorf("%d bytes for %s (%d expected)", len(value), fs.Text(fam), fs.Len(fam))
 	}
@@ -181,97 +175,3 @@ func decodeData(fam ruleset.Family, fs ruleset.Fields, nested []byte, out []rule
 	}
 	return out, nil
 }
-
-// decodeVerdict reads a verdict map element's verdict into v.
-func decodeVerdict(nested []byte, v *ruleset.Verdict) (*ruleset.Verdict, error) {
-	*v = ruleset.Verdict{}
-	err := eachAttr(nested, func(typ uint16, b []byte) {
-		if typ != unix.NFTA_DATA_VERDICT {
-			return
-		}
-		_ = eachAttr(b, func(typ uint16, b []byte) {
-			switch typ {
-			case unix.NFTA_VERDICT_CODE:
-				if len(b) == 4 {
-					v.Kind = verdictName(int32(binary.BigEndian.Uint32(b)))
-				}
-			case unix.NFTA_VERDICT_CHAIN:
-				v.Chain = string(trimNUL(b))
-			}
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	if v.Kind == "" {
-		return nil, fmt.Errorf("no verdict in element data")
-	}
-	return v, nil
-}
-
-func verdictName(code int32) string {
-	switch code {
-	case unix.NFT_JUMP:
-		return "jump"
-	case unix.NFT_GOTO:
-		return "goto"
-	case unix.NFT_RETURN:
-		return "return"
-	case 0:
-		return "drop"
-	case 1:
-		return "accept"
-	}
-	return fmt.Sprintf("verdict %d", code)
-}
-
-// counter is the scratch element's counter, set up on first use.
-func (r *elementReader) counter() *ruleset.ElementCounter {
-	if r.scratch.Counter == nil {
-		r.count = ruleset.ElementCounter{}
-		r.scratch.Counter = &r.count
-	}
-	return r.scratch.Counter
-}
-
-// decodeCounter reads the counts of an element's counter expression: the
-// kernel dumps one expression as NFTA_SET_ELEM_EXPR, several as a list in
-// NFTA_SET_ELEM_EXPRESSIONS.
-func decodeCounter(typ uint16, b []byte, c *ruleset.ElementCounter) error {
-	if typ == nftaSetElemExpressions {
-		var err error
-		walk := eachAttr(b, func(t uint16, v []byte) {
-			if t == unix.NFTA_LIST_ELEM && err == nil {
-				err = decodeCounter(unix.NFTA_SET_ELEM_EXPR, v, c)
-			}
-		})
-		return errors.Join(walk, err)
-	}
-	var name string
-	var data []byte
-	if err := eachAttr(b, func(t uint16, v []byte) {
-		switch t {
-		case unix.NFTA_EXPR_NAME:
-			name = string(trimNUL(v))
-		case unix.NFTA_EXPR_DATA:
-			data = v
-		}
-	}); err != nil || name != "counter" {
-		return err
-	}
-	return eachAttr(data, func(t uint16, v []byte) {
-		if len(v) != 8 {
-			return
-		}
-		switch t {
-		case unix.NFTA_COUNTER_PACKETS:
-			c.Packets = binary.BigEndian.Uint64(v)
-		case unix.NFTA_COUNTER_BYTES:
-			c.Bytes = binary.BigEndian.Uint64(v)
-		}
-	})
-}
-
-// nftaSetElemExpressions is the kernel's NFTA_SET_ELEM_EXPRESSIONS (5.11),
-// which x/sys/unix lacks.
-const nftaSetElemExpressions = 0xb

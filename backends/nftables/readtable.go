@@ -2,15 +2,14 @@ package nftables
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // ReadTable reads a whole table back from the kernel, for `switchyard
@@ -41,26 +40,12 @@ var hookNames = map[uint32]string{0: "prerouting", 1: "input", 2: "forward", 3: 
 
 // readChains dumps the table's chains with their hooks.
 func (n *NetlinkConn) readChains(fam ruleset.Family, t *ruleset.Table) error {
-	return n.dumpEach(unix.NFT_MSG_GETCHAIN, fam, []dumpAttr{{unix.NFTA_CHAIN_TABLE, t.Name}}, func(attrs []byte) error {
-		c, owner := &ruleset.Chain{}, ""
-		var hook ruleset.Hook
-		hooked := false
-		err := eachAttr(attrs, func(typ uint16, v []byte) {
-			switch typ {
-			case unix.NFTA_CHAIN_TABLE:
-				owner = string(trimNUL(v))
-			case unix.NFTA_CHAIN_NAME:
-				c.Name = string(trimNUL(v))
-			case unix.NFTA_CHAIN_TYPE:
-				hook.Type = string(trimNUL(v))
-			case unix.NFTA_CHAIN_HOOK:
-				hooked = true
-				_ = eachAttr(v, func(typ uint16, v []byte) { hookAttr(&hook, typ, v) })
-			}
-		})
-		if owner == t.Name && c.Name != "" {
-			if hooked {
-				c.Hook = &hook
+	return n.dumpEach(unix.NFT_MSG_GETCHAIN, fam, tableAttr(unix.NFTA_CHAIN_TABLE, t.Name), func(attrs []byte) error {
+		nc, err := nfnetlink.ParseChain(attrs)
+		if nc.Table == t.Name && nc.Name != "" {
+			c := &ruleset.Chain{Name: nc.Name}
+			if h := nc.Hook; h != nil {
+				c.Hook = &ruleset.Hook{Type: h.Type, Hook: hookNames[h.Num], Priority: int(h.Priority)}
 			}
 			t.Chains[c.Name] = c
 		}
@@ -68,42 +53,19 @@ func (n *NetlinkConn) readChains(fam ruleset.Family, t *ruleset.Table) error {
 	})
 }
 
-func hookAttr(h *ruleset.Hook, typ uint16, v []byte) {
-	if len(v) != 4 {
-		return
-	}
-	switch typ {
-	case unix.NFTA_HOOK_HOOKNUM:
-		h.Hook = hookNames[binary.BigEndian.Uint32(v)]
-	case unix.NFTA_HOOK_PRIORITY:
-		h.Priority = int(int32(binary.BigEndian.Uint32(v)))
-	}
+func tableAttr(typ uint16, table string) []nfnetlink.StringAttr {
+	return []nfnetlink.StringAttr{{Type: typ, Value: table}}
 }
 
 // readRules dumps the table's rules, in order, and decodes them.
 func (n *NetlinkConn) readRules(fam ruleset.Family, t *ruleset.Table) error {
-	return n.dumpEach(unix.NFT_MSG_GETRULE, fam, []dumpAttr{{unix.NFTA_RULE_TABLE, t.Name}}, func(attrs []byte) error {
-		var owner, chain string
-		var r ruleset.Rule
-		var exprs []byte
-		err := eachAttr(attrs, func(typ uint16, v []byte) {
-			switch typ {
-			case unix.NFTA_RULE_TABLE:
-				owner = string(trimNUL(v))
-			case unix.NFTA_RULE_CHAIN:
-				chain = string(trimNUL(v))
-			case unix.NFTA_RULE_EXPRESSIONS:
-				exprs = v
-			case unix.NFTA_RULE_USERDATA:
-				r.Comment, _ = userdata.GetString(v, userdata.TypeComment)
-			}
-		})
-		c, ok := t.Chains[chain]
-		if err != nil || owner != t.Name || !ok {
+	return n.dumpEach(unix.NFT_MSG_GETRULE, fam, tableAttr(unix.NFTA_RULE_TABLE, t.Name), func(attrs []byte) error {
+		nr, err := nfnetlink.ParseRule(attrs)
+		c, ok := t.Chains[nr.Chain]
+		if err != nil || nr.Table != t.Name || !ok {
 			return err
 		}
-		r.Exprs = decodeRule(fam, exprs)
-		c.Rules = append(c.Rules, r)
+		c.Rules = append(c.Rules, ruleset.Rule{Comment: nr.Comment, Exprs: decodeRule(fam, nr.Exprs)})
 		return nil
 	})
 }
@@ -114,20 +76,7 @@ func decodeRule(fam ruleset.Family, list []byte) []ruleset.Expr {
 	var names []string
 	var in []expr.Any
 	var failed error
-	_ = eachAttr(list, func(typ uint16, elem []byte) {
-		if typ != unix.NFTA_LIST_ELEM {
-			return
-		}
-		var name string
-		var data []byte
-		_ = eachAttr(elem, func(typ uint16, v []byte) {
-			switch typ {
-			case unix.NFTA_EXPR_NAME:
-				name = string(trimNUL(v))
-			case unix.NFTA_EXPR_DATA:
-				data = v
-			}
-		})
+	_ = nfnetlink.EachExpr(list, func(name string, data []byte) {
 		names = append(names, name)
 		e, err := ruleset.ParseExpr(fam, name, data)
 		if err != nil && failed == nil {
@@ -181,46 +130,16 @@ func cloneElement(e *ruleset.Element) ruleset.Element {
 // keys and data, size and comment, as ruleset.Set.
 func (n *NetlinkConn) readSetDescriptions(fam ruleset.Family, table string) ([]*ruleset.Set, error) {
 	var out []*ruleset.Set
-	err := n.dumpEach(unix.NFT_MSG_GETSET, fam, []dumpAttr{{unix.NFTA_SET_TABLE, table}}, func(attrs []byte) error {
-		var owner string
-		var flags, keyType, dataType uint32
-		s := &ruleset.Set{}
-		err := eachAttr(attrs, func(typ uint16, v []byte) {
-			switch typ {
-			case unix.NFTA_SET_TABLE:
-				owner = string(trimNUL(v))
-			case unix.NFTA_SET_NAME:
-				s.Name = string(trimNUL(v))
-			case unix.NFTA_SET_FLAGS:
-				flags = be32(v)
-			case unix.NFTA_SET_KEY_TYPE:
-				keyType = be32(v)
-			case unix.NFTA_SET_DATA_TYPE:
-				dataType = be32(v)
-			case unix.NFTA_SET_USERDATA:
-				s.Comment, _ = userdata.GetString(v, userdata.NFTNL_UDATA_SET_COMMENT)
-			case unix.NFTA_SET_DESC:
-				_ = eachAttr(v, func(typ uint16, v []byte) {
-					if typ == unix.NFTA_SET_DESC_SIZE {
-						s.Size = be32(v)
-					}
-				})
-			}
-		})
-		if err == nil && owner == table && s.Name != "" {
-			describeSet(s, flags, keyType, dataType)
+	err := n.dumpEach(unix.NFT_MSG_GETSET, fam, tableAttr(unix.NFTA_SET_TABLE, table), func(attrs []byte) error {
+		ns, err := nfnetlink.ParseSet(attrs)
+		if err == nil && ns.Table == table && ns.Name != "" {
+			s := &ruleset.Set{Name: ns.Name, Size: ns.Size, Comment: ns.Comment}
+			describeSet(s, ns.Flags, ns.KeyType, ns.DataType)
 			out = append(out, s)
 		}
 		return err
 	})
 	return out, err
-}
-
-func be32(v []byte) uint32 {
-	if len(v) != 4 {
-		return 0
-	}
-	return binary.BigEndian.Uint32(v)
 }
 
 // verdictType is nft's datatype of verdicts in a map's data.

@@ -12,6 +12,8 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // The decoder reads rules back from the kernel, for `switchyard
@@ -49,7 +51,7 @@ func (u Unknown) Eval(*Packet, Env) (Result, error) {
 // give an error.
 func ParseExpr(f Family, name string, data []byte) (expr.Any, error) {
 	if name == "byteorder" {
-		return parseByteorder(data)
+		return nfnetlink.ParseByteorder(data)
 	}
 	var e expr.Any
 	switch name {
@@ -102,32 +104,6 @@ func nfproto(f Family) byte {
 		return unix.NFPROTO_IPV6
 	}
 	return unix.NFPROTO_IPV4
-}
-
-// parseByteorder decodes what github.com/google/nftables does not.
-func parseByteorder(data []byte) (expr.Any, error) {
-	e := &expr.Byteorder{}
-	for len(data) >= 4 {
-		l, typ := int(binary.NativeEndian.Uint16(data)), binary.NativeEndian.Uint16(data[2:])&0x3fff
-		if l < 8 || l > len(data) {
-			return nil, fmt.Errorf("byteorder: bad attribute length %d", l)
-		}
-		v := binary.BigEndian.Uint32(data[4:8])
-		switch typ {
-		case unix.NFTA_BYTEORDER_SREG:
-			e.SourceRegister = v
-		case unix.NFTA_BYTEORDER_DREG:
-			e.DestRegister = v
-		case unix.NFTA_BYTEORDER_OP:
-			e.Op = expr.ByteorderOp(v)
-		case unix.NFTA_BYTEORDER_LEN:
-			e.Len = v
-		case unix.NFTA_BYTEORDER_SIZE:
-			e.Size = v
-		}
-		data = data[(l+3)&^3:]
-	}
-	return e, nil
 }
 
 // Decode turns a rule's netlink expressions back into the typed

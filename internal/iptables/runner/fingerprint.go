@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // Fingerprinter tells, for the price of one system call, whether the
@@ -43,60 +45,19 @@ func (r *Runner) Fingerprint(_ context.Context, fam Family) (uint64, error) {
 	return fp, nil
 }
 
-// Netlink constants of nf_tables (linux/netfilter/nf_tables.h,
-// nfnetlink.h): the generation request and its one attribute.
-const (
-	nfnlSubsysNFTables = 10
-	nftMsgGetGen       = 16
-	nftaGenID          = 1
-	nfgenmsgLen        = 4
-)
-
 // nftGeneration asks nf_tables for the ruleset generation
 // (NFT_MSG_GETGEN), a counter every committed transaction bumps.
 func nftGeneration() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	c, err := nfnetlink.Dial()
 	if err != nil {
-		return 0, fmt.Errorf("netlink socket: %w", err)
+		return 0, err
 	}
-	defer unix.Close(fd)
-	req := make([]byte, unix.NLMSG_HDRLEN+nfgenmsgLen)
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], nfnlSubsysNFTables<<8|nftMsgGetGen)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
-	req[unix.NLMSG_HDRLEN] = unix.AF_UNSPEC // nfgenmsg: family, version 0, res_id 0
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, fmt.Errorf("netlink send: %w", err)
-	}
-	buf := make([]byte, 4096)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
+	defer c.Close()
+	gen, err := nfnetlink.Generation(c)
 	if err != nil {
-		return 0, fmt.Errorf("netlink receive: %w", err)
+		return 0, fmt.Errorf("nf_tables generation: %w", err)
 	}
-	return parseGenReply(buf[:n])
-}
-
-// parseGenReply reads NFTA_GEN_ID out of an NFT_MSG_NEWGEN reply.
-func parseGenReply(b []byte) (uint64, error) {
-	if len(b) < unix.NLMSG_HDRLEN+nfgenmsgLen {
-		return 0, fmt.Errorf("short netlink reply (%d bytes)", len(b))
-	}
-	if typ := binary.NativeEndian.Uint16(b[4:]); typ == unix.NLMSG_ERROR {
-		errno := int32(binary.NativeEndian.Uint32(b[unix.NLMSG_HDRLEN:]))
-		return 0, fmt.Errorf("nf_tables generation: %w", unix.Errno(-errno))
-	}
-	attrs := b[unix.NLMSG_HDRLEN+nfgenmsgLen : min(len(b), int(binary.NativeEndian.Uint32(b[0:])))]
-	for len(attrs) >= 4 {
-		l, typ := int(binary.NativeEndian.Uint16(attrs[0:])), binary.NativeEndian.Uint16(attrs[2:])&0x3fff
-		if l < 4 || l > len(attrs) {
-			break
-		}
-		if typ == nftaGenID && l >= 8 {
-			return uint64(binary.BigEndian.Uint32(attrs[4:])), nil
-		}
-		attrs = attrs[min(len(attrs), (l+3)&^3):]
-	}
-	return 0, fmt.Errorf("nf_tables generation reply without NFTA_GEN_ID")
+	return uint64(gen), nil
 }
 
 // iptGetinfo is struct ipt_getinfo / ip6t_getinfo (the same layout):

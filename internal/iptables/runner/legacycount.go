@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -154,4 +155,12 @@ func forEntries(b []byte, offsets int, fn func(blobEntry)) error {
 		off += nextOff
 	}
 	return nil
+}
+
+// cString strips a C string's terminating NUL and what follows it.
+func cString(v []byte) []byte {
+	if i := bytes.IndexByte(v, 0); i >= 0 {
+		return v[:i]
+	}
+	return v
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
 // RuleCounter reads, straight from the kernel and without iptables-save,
@@ -58,10 +60,10 @@ func (r *Runner) ChainUses(_ context.Context, fam Family) (map[string]map[string
 	}
 	var uses map[string]map[string]int
 	err := r.ns.do(func() error {
-		return withNFTSocket(func(fd int) error {
+		return withNFTSocket(func(s *nfnetlink.Socket) error {
 			var err error
 			for range 5 { // a concurrent commit interrupts a dump
-				if uses, err = nftChainUses(fd, nfproto(fam)); !errors.Is(err, errDumpInterrupted) {
+				if uses, err = s.ChainUses(nfproto(fam), 0); !errors.Is(err, nfnetlink.ErrInterrupted) {
 					break
 				}
 			}
@@ -81,9 +83,9 @@ func (r *Runner) CountChainRules(_ context.Context, fam Family, table string, ch
 	}
 	var out *TableCounts
 	err := r.ns.do(func() error {
-		return withNFTSocket(func(fd int) error {
+		return withNFTSocket(func(s *nfnetlink.Socket) error {
 			var err error
-			out, err = nftCountChainRules(fd, nfproto(fam), table, chains)
+			out, err = nftCountChainRules(s, nfproto(fam), table, chains)
 			return err
 		})
 	})
@@ -103,7 +105,7 @@ var _ RuleCounter = (*Runner)(nil)
 
 // CountRules implements RuleCounter in the runner's namespace: one
 // netlink dump of the table's chains then one of each chain's rules with
-// iptables-nft (nftcount.go: 3-5 s at 10k services x 10 endpoints), one
+// iptables-nft (nftcount.go, through internal/nfnetlink: 3-5 s at 10k services x 10 endpoints), one
 // IPT_SO_GET_ENTRIES read of the table with iptables-legacy
 // (legacycount.go: 0.5-0.8 s there).
 func (r *Runner) CountRules(_ context.Context, fam Family, table string) (*TableCounts, error) {
