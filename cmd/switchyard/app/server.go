@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
+	"github.com/switchyard-proxy/switchyard/internal/restmetrics"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/healthcheck"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
@@ -43,6 +44,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	restmetrics.Install() // before the client: kube-proxy's rest_client_* families
 	client, err := newClient(o)
 	if err != nil {
 		return err
@@ -106,6 +108,8 @@ func relayTableOf(b proxier.Backend) func() userspace.RelayTable {
 // daemon serves present from the start.
 func newMetrics(o *Options) (*prometheus.Registry, *metrics.Metrics) {
 	reg := metrics.NewRegistry()
+	// client-go's request metrics, counted since the client was built.
+	reg.MustRegister(restmetrics.Collectors()...)
 	m := metrics.New(reg)
 	m.InitFamilies(o.Families...)
 	return reg, m
