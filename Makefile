@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all conformance
+.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -94,6 +94,12 @@ node-smoke-all: deps build
 	for mfd in iptables:ipv4:kustomize nftables:dual:helm userspace:ipv4:kustomize; do \
 	  m=$${mfd%%:*}; rest=$${mfd#*:}; \
 	  VERSION=$(VERSION) MODE=$$m FAMILY=$${rest%%:*} DEPLOY=$${rest#*:} hack/cluster/smoke.sh || exit 1; done
+
+# Dashboards and alerts on the real cluster against Debian's Prometheus (not
+# part of test: ~5 min): every mixin and switchyard query returns data, every
+# alert fires, the dashboard is drawn to docs/img/dashboard.png.
+node-monitoring: deps build
+	VERSION=$(VERSION) hack/cluster/monitoring.sh
 
 # Upstream's [sig-network] e2e suite on the local cluster (not part of test):
 # make conformance MODE=iptables|nftables|userspace [FAMILY=ipv4|ipv6|dual] [PROXY=switchyard|kube-proxy]

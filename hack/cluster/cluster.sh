@@ -34,7 +34,8 @@
 # CONFORMANCE_IMAGES=1 (also the other images upstream's sig-network tests use),
 # INIT_ONLY=1 (apply deploy/ with the split-privilege patch of
 # deploy/init-only/), DEPLOY (kustomize: `kubectl apply -k` of deploy/, the
-# default; helm: `helm install` of deploy/helm/switchyard).
+# default; helm: `helm install` of deploy/helm/switchyard, with the values
+# file HELM_EXTRA_VALUES on top when set).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/cluster"
@@ -232,7 +233,7 @@ initOnly: $([ "${INIT_ONLY:-}" = 1 ] && echo true || echo false)
 EOF
   apiserver_endpoint
   "$(helm_bin)" --kubeconfig "$D/admin.kubeconfig" upgrade --install switchyard "$root/deploy/helm/switchyard" \
-    --namespace kube-system -f "$D/helm-values.yaml" --wait --timeout 180s >&2
+    --namespace kube-system -f "$D/helm-values.yaml" ${HELM_EXTRA_VALUES:+-f "$HELM_EXTRA_VALUES"} --wait --timeout 180s >&2
   kc -n kube-system rollout status ds/switchyard --timeout=180s >&2
 }
 

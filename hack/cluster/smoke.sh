@@ -22,6 +22,12 @@ export VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/
 t0=$SECONDS
 
 absent="$(mktemp)"
+# One cluster per machine: its network namespaces and ports are fixed.
+# Never tear down a cluster another run brought up.
+if ip netns list | grep -qE '^syk-(cp|node[0-9]+)( |$)'; then
+  echo "${0##*/}: a cluster is already up (netns syk-*): another run owns it; not starting" >&2
+  exit 1
+fi
 "$cluster" absent-paths >"$absent"
 
 finish() {
