@@ -69,11 +69,14 @@ build-linux:
 # _output/images/switchyard-$(VERSION).tar, an oci-archive of an image index
 # (linux/amd64 and linux/arm64) tagged localhost/switchyard:$(VERSION), with an
 # SPDX SBOM per architecture; then hack/image/check.sh (index, SBOMs, and each
-# architecture's switchyard and iptables run, arm64 under qemu-user). Not part
-# of `make test`: a cold build takes minutes (two mmdebstrap runs, one emulated).
+# architecture's switchyard and iptables run, arm64 under qemu-user) and
+# hack/image/boot-arm64.sh (the arm64 image booted on Debian's arm64 kernel in
+# qemu-system-aarch64: iptables-nft programs a rule). Not part of `make test`:
+# a cold build takes minutes (two mmdebstrap runs, one emulated).
 image: deps
 	VERSION=$(VERSION) IMAGE_ARCHES="$(IMAGE_ARCHES)" hack/image/build.sh switchyard
 	VERSION=$(VERSION) hack/image/check.sh _output/images/switchyard-$(VERSION).tar
+	case " $(IMAGE_ARCHES) " in *" arm64 "*) hack/image/boot-arm64.sh _output/images/switchyard-$(VERSION).tar ;; esac
 
 # A real cluster on this machine (hack/cluster): control plane, two kubelet
 # nodes, switchyard applied from deploy/ in $(MODE). Ends with `export KUBECONFIG=...`.

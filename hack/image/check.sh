@@ -14,6 +14,8 @@
 #     `iptables` stops at its netlink socket with "Protocol not supported":
 #     that, and only that, failure is accepted there; the legacy iptables,
 #     which needs no socket for --version, must print its version.
+#     (hack/image/boot-arm64.sh, also run by `make image`, runs the arm64
+#     nf_tables iptables against a real arm64 kernel.)
 # Environment: VERSION (what switchyard --version must print; default: the
 # archive's tag), SWITCHYARD_CACHE.
 set -euo pipefail
