@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -65,10 +65,25 @@ demo: deps build tools
 	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestDemo$$' -v ./e2e/ 2>&1 | grep -v '^=== RUN'
 
+# The static daemon for each image architecture, cross-compiled:
+# bin/linux-<arch>/switchyard.
+IMAGE_ARCHES ?= amd64 arm64
+build-linux:
+	for a in $(IMAGE_ARCHES); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/linux-$$a/switchyard ./cmd/switchyard || exit 1; done
+
 # The node image, built here without an engine or a registry (hack/image):
-# _output/images/switchyard-$(VERSION).tar, tagged localhost/switchyard:$(VERSION).
-image: deps build
-	VERSION=$(VERSION) hack/image/build.sh switchyard
+# _output/images/switchyard-$(VERSION).tar, an oci-archive of an image index
+# (linux/amd64 and linux/arm64) tagged localhost/switchyard:$(VERSION), with an
+# SPDX SBOM per architecture; then hack/image/check.sh (index, SBOMs, and each
+# architecture's switchyard and iptables run, arm64 under qemu-user) and
+# hack/image/boot-arm64.sh (the arm64 image booted on Debian's arm64 kernel in
+# qemu-system-aarch64: iptables-nft programs a rule). Not part of `make test`:
+# a cold build takes minutes (two mmdebstrap runs, one emulated).
+image: deps
+	VERSION=$(VERSION) IMAGE_ARCHES="$(IMAGE_ARCHES)" hack/image/build.sh switchyard
+	VERSION=$(VERSION) hack/image/check.sh _output/images/switchyard-$(VERSION).tar
+	case " $(IMAGE_ARCHES) " in *" arm64 "*) hack/image/boot-arm64.sh _output/images/switchyard-$(VERSION).tar ;; esac
 
 # A real cluster on this machine (hack/cluster): control plane, two kubelet
 # nodes, switchyard applied from deploy/ in $(MODE). Ends with `export KUBECONFIG=...`.

@@ -101,6 +101,8 @@ tools() {
   (cd "$root" && go build -o "$D/bin/nsforward" ./hack/nsforward)
 }
 
+# The nodes are this machine: switchyard's image index needs only its
+# architecture (no emulated arm64 rootfs build for a cluster run).
 images() {
   local line
   NODE_IMAGES=()
@@ -110,7 +112,8 @@ images() {
       pause=*) PAUSE_IMAGE="registry.k8s.io/pause:$(basename "${line#*=}" | cut -d- -f2)" ;;
       coredns=*) COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$(basename "${line#*=}" | cut -d- -f2)" ;;
     esac
-  done < <(VERSION="$VERSION" "$root/hack/image/build.sh" pause busybox agnhost coredns \
+  done < <(VERSION="$VERSION" IMAGE_ARCHES="${IMAGE_ARCHES:-$(dpkg --print-architecture)}" \
+    "$root/hack/image/build.sh" pause busybox agnhost coredns \
     "$([ "$PROXY" = kube-proxy ] && echo kube-proxy || echo switchyard)" \
     ${CONFORMANCE_IMAGES:+glibc-dns-testing nginx regression-issue-74839 distroless-iptables})
 }

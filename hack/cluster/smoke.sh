@@ -47,7 +47,8 @@ trap finish EXIT
 "$cluster" up
 eval "$("$cluster" env)"
 rollout="$VERSION-rollout"
-tar="$(VERSION="$rollout" "$root/hack/image/build.sh" switchyard | sed -n 's/^switchyard=//p')"
+tar="$(VERSION="$rollout" IMAGE_ARCHES="${IMAGE_ARCHES:-$(dpkg --print-architecture)}" \
+  "$root/hack/image/build.sh" switchyard | sed -n 's/^switchyard=//p')"
 "$cluster" import "$tar"
 # The node's image carries VERSION: leave bin/switchyard as `make build` makes it.
 make -C "$root" --no-print-directory build VERSION="$VERSION" >/dev/null

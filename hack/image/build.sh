@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # build.sh IMAGE...: build container images on this machine, with no engine
-# and no registry, as docker-archive tarballs (`ctr images import`,
-# `podman load`). Prints one "IMAGE=PATH" line per image on stdout.
+# and no registry, as archives that `ctr images import` and `podman load`
+# read (docker-archive; switchyard's: oci-archive). Prints one "IMAGE=PATH"
+# line per image on stdout.
 #
-#   switchyard  localhost/switchyard:$VERSION: the static daemon (bin/switchyard,
-#               `make build`) on a Debian rootfs with the tools it calls
-#               (hack/image/switchyard.packages); written to
-#               _output/images/switchyard-$VERSION.tar
+#   switchyard  localhost/switchyard:$VERSION for every architecture of
+#               IMAGE_ARCHES (default "amd64 arm64"): the static daemon
+#               (bin/linux-<arch>/switchyard, `make build-linux`) on a Debian
+#               rootfs of that architecture with the tools it calls
+#               (hack/image/switchyard.packages), and an SPDX SBOM of each
+#               (hack/ociimage sbom). Written to _output/images/switchyard-$VERSION.tar,
+#               an oci-archive: an image index of the architectures, each
+#               SBOM an OCI artifact whose subject is its image; the SBOMs
+#               also beside it as switchyard-$VERSION.linux-<arch>.spdx.json.
 #   pause       registry.k8s.io/pause:<tag>: upstream's pause.c, built static
 #   busybox     registry.k8s.io/e2e-test-images/busybox:<tag>: Debian's busybox-static
 #   agnhost     registry.k8s.io/e2e-test-images/agnhost:<tag>: agnhost on a Debian
@@ -23,17 +29,22 @@
 # The e2e tags are read from the pinned Kubernetes module's
 # test/utils/image/manifest.go, so they are the names the e2e framework asks for.
 #
-# Root filesystems (mmdebstrap, ~1 min each) and the third-party images are
-# cached under ${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/images, keyed on
-# what they are built from; the switchyard image is rebuilt each time (seconds).
+# Root filesystems (mmdebstrap, ~1 min each; a foreign architecture's runs
+# its maintainer scripts under qemu-user-static, in hack/binfmtns) and the
+# third-party images are cached under
+# ${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/images, keyed on what they are
+# built from and their architecture; the switchyard image is rebuilt each
+# time (seconds).
 #
-# Environment: VERSION (default: git describe), SOURCE_DATE_EPOCH.
+# Environment: VERSION (default: git describe), SOURCE_DATE_EPOCH, IMAGE_ARCHES.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/hack/image"
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/images"
 VERSION="${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}"
+IMAGE_ARCHES="${IMAGE_ARCHES:-amd64 arm64}"
+host_arch="$(dpkg --print-architecture)"
 mkdir -p "$cache" "$root/_output/images"
 
 log() { echo "image: $*" >&2; }
@@ -59,28 +70,42 @@ ociimage() {
   "$cache/ociimage" "$@"
 }
 
-# rootfs NAME PKGFILE [MMDEBSTRAP-ARGS...]: cached rootfs tar of one package list.
-rootfs() {
-  local name="$1" pkgs="$2" out; shift 2
-  out="$cache/rootfs-$name-$(printf '%s\n' "$@" | key "$here/rootfs.sh" "$pkgs" -).tar"
+# rootfs NAME PKGFILE [MMDEBSTRAP-ARGS...]: cached rootfs tar of one package
+# list, for this machine's architecture.
+rootfs() { rootfs_arch "$host_arch" "$@"; }
+
+# rootfs_arch ARCH NAME PKGFILE [MMDEBSTRAP-ARGS...]: the same for ARCH (a
+# Debian architecture name).
+rootfs_arch() {
+  local arch="$1" name="$2" pkgs="$3" out; shift 3
+  out="$cache/rootfs-$name-$arch-$({ echo "$arch"; printf '%s\n' "$@"; } | key "$here/rootfs.sh" "$pkgs" -).tar"
   if [ ! -s "$out" ]; then
-    log "building the $name rootfs with mmdebstrap"
+    log "building the $name rootfs ($arch) with mmdebstrap"
     local t0=$SECONDS
+    [ "$arch" = "$host_arch" ] || (cd "$root" && go build -o "$cache/binfmtns" ./hack/binfmtns)
     # mmdebstrap picks its output format from the name's extension.
-    "$here/rootfs.sh" "${out%.tar}.tmp.tar" "$pkgs" "$@" >&2
+    ARCH="$arch" BINFMTNS="$cache/binfmtns" "$here/rootfs.sh" "${out%.tar}.tmp.tar" "$pkgs" "$@" >&2
     mv "${out%.tar}.tmp.tar" "$out"
-    log "$name rootfs built in $((SECONDS - t0))s ($(du -m "$out" | cut -f1) MB)"
+    log "$name rootfs ($arch) built in $((SECONDS - t0))s ($(du -m "$out" | cut -f1) MB)"
   fi
   echo "$out"
 }
 
+# The index lists the images in IMAGE_ARCHES order. Each image's SBOM is
+# built from the very files of its layers: the daemon binary (its Go build
+# info) and the rootfs tar (its dpkg status).
 img_switchyard() {
-  local out="$root/_output/images/switchyard-$VERSION.tar" base
-  make -C "$root" build VERSION="$VERSION" >&2
-  base="$(rootfs switchyard "$here/switchyard.packages")"
-  ociimage -o "$out" -tag "localhost/switchyard:$VERSION" -layer "$base" \
-    -file "$root/bin/switchyard:/usr/local/bin/switchyard:0755" \
-    -entrypoint '["/usr/local/bin/switchyard"]'
+  local out="$root/_output/images/switchyard-$VERSION.tar" tag="localhost/switchyard:$VERSION"
+  local a base bin sbom args=()
+  make -C "$root" build-linux VERSION="$VERSION" IMAGE_ARCHES="$IMAGE_ARCHES" >&2
+  for a in $IMAGE_ARCHES; do
+    base="$(rootfs_arch "$a" switchyard "$here/switchyard.packages")"
+    bin="$root/bin/linux-$a/switchyard"
+    sbom="$root/_output/images/switchyard-$VERSION.linux-$a.spdx.json"
+    ociimage sbom -o "$sbom" -image "$tag" -arch "$a" -binary "$bin" -rootfs "$base"
+    args+=(-arch "$a" -layer "$a=$base" -file "$a=$bin:/usr/local/bin/switchyard:0755" -sbom "$a=$sbom")
+  done
+  ociimage index -o "$out" -tag "$tag" "${args[@]}" -entrypoint '["/usr/local/bin/switchyard"]'
   echo "$out"
 }
 

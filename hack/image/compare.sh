@@ -9,6 +9,8 @@
 # type: d dir, f file, l symlink, c/b device (linktarget major,minor), p fifo.
 # Hard links are listed as the file they share content with (type f), since
 # which name of a link group a tar writer stores first is arbitrary.
+# An oci-archive holding an image index (`make image`) is read for PLATFORM
+# (default linux/amd64).
 # Prints `diff -u` of the two listings and a count of differing paths.
 #   -m  also compare mtimes (same SOURCE_DATE_EPOCH for both builds)
 #   -c  also compare the image config (Entrypoint, Cmd, Env, User, ...)
@@ -27,7 +29,7 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 # list ARCHIVE [-m] [-c]: the flattened listing, sorted by path.
 list() {
   python3 - "$@" <<'EOF'
-import hashlib, json, sys, tarfile
+import hashlib, json, os, sys, tarfile
 arc, opts = sys.argv[1], set(sys.argv[2:])
 outer = tarfile.open(arc)
 def read(name): return outer.extractfile(name).read()
@@ -38,6 +40,11 @@ else:                                             # oci-archive
     blob = lambda d: "blobs/" + d.replace(":", "/")
     m = json.loads(read("index.json"))["manifests"][0]
     m = json.loads(read(blob(m["digest"])))
+    if "manifests" in m:                          # an image index: PLATFORM's image
+        want = os.environ.get("PLATFORM", "linux/amd64")
+        m = next(d for d in m["manifests"] if d.get("platform") and
+                 d["platform"]["os"] + "/" + d["platform"]["architecture"] == want)
+        m = json.loads(read(blob(m["digest"])))
     layers = [blob(l["digest"]) for l in m["layers"]]
     config = json.loads(read(blob(m["config"]["digest"])))
 

@@ -14,15 +14,30 @@
 # into the root (in a container build: the build container's); they are
 # removed, as the container runtime mounts its own over them anyway.
 #
-# Environment: DEBIAN_MIRROR (http://deb.debian.org), MMDEBSTRAP_MODE (auto).
+# ARCH (default: this machine's) is the Debian architecture of the root. A
+# foreign one (arm64 on an amd64 host) is built the same way, its maintainer
+# scripts running under qemu-user-static: mmdebstrap runs inside
+# $BINFMTNS (hack/binfmtns), a user namespace with a binfmt_misc of its own,
+# so the host's binfmt_misc is left alone. (deploy/Containerfile builds each
+# architecture on a base image of that architecture instead, so there the
+# architecture is always the native one.)
+#
+# Environment: DEBIAN_MIRROR (http://deb.debian.org), MMDEBSTRAP_MODE (auto),
+# ARCH, BINFMTNS (a built hack/binfmtns, needed only for a foreign ARCH).
 set -euo pipefail
 out="$1"; pkgfile="$2"; shift 2
+host_arch="$(dpkg --print-architecture)"
+arch="${ARCH:-$host_arch}"
+wrap=()
+if [ "$arch" != "$host_arch" ]; then
+  wrap=("${BINFMTNS:?ARCH=$arch is foreign: set BINFMTNS to a built hack/binfmtns}" -arch "$arch" --)
+fi
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org}"
 pkgs="$(sed 's/#.*//' "$pkgfile" | xargs | tr ' ' ',')"
 suite="$(sed -n 's/^# suite: *\([a-z]*\).*/\1/p' "$pkgfile" | head -n1)"
 suite="${suite:-bookworm}"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$(dirname "$0")" log -1 --format=%ct 2>/dev/null || echo 0)}"
-mmdebstrap --quiet --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="$pkgs" \
+"${wrap[@]}" mmdebstrap --quiet --architectures="$arch" --mode="${MMDEBSTRAP_MODE:-auto}" --variant=essential --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="$pkgs" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // defaultPath is the PATH of images that set none (Debian's root PATH).
@@ -17,15 +18,19 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // Build assembles the image a Spec describes.
 func Build(s Spec) (v1.Image, error) {
 	var layers []v1.Layer
+	var opts []tarball.LayerOption
+	if s.OCI {
+		opts = append(opts, tarball.WithMediaType(types.OCILayer))
+	}
 	for _, f := range s.BaseLayers {
-		l, err := tarball.LayerFromFile(f)
+		l, err := tarball.LayerFromFile(f, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("base layer %s: %w", f, err)
 		}
 		layers = append(layers, l)
 	}
 	if len(s.Entries) > 0 {
-		l, err := entriesLayer(s.Entries, s.Created)
+		l, err := entriesLayer(s.Entries, s.Created, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -34,7 +39,12 @@ func Build(s Spec) (v1.Image, error) {
 	if len(layers) == 0 {
 		return nil, fmt.Errorf("no layers: give -layer or -file/-dir/-symlink")
 	}
-	img, err := mutate.AppendLayers(empty.Image, layers...)
+	base := empty.Image
+	if s.OCI {
+		base = mutate.MediaType(base, types.OCIManifestSchema1)
+		base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	}
+	img, err := mutate.AppendLayers(base, layers...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +57,10 @@ func withConfig(img v1.Image, s Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.OS, cf.Architecture = "linux", s.Arch
+	if cf.Architecture == "" {
+		cf.Architecture = runtime.GOARCH
+	}
 	cf.Config.Entrypoint, cf.Config.Cmd = s.Entrypoint, s.Cmd
 	cf.Config.Env = append([]string{defaultPath}, s.Env...)
 	cf.Config.WorkingDir = s.WorkingDir

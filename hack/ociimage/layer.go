@@ -17,7 +17,7 @@ import (
 
 // entriesLayer builds the top layer from entries: parent directories first
 // (0755), then every entry, sorted by path, all owned by root and dated mtime.
-func entriesLayer(entries []Entry, mtime time.Time) (v1.Layer, error) {
+func entriesLayer(entries []Entry, mtime time.Time, opts ...tarball.LayerOption) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range withParents(entries) {
@@ -31,7 +31,7 @@ func entriesLayer(entries []Entry, mtime time.Time) (v1.Layer, error) {
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	})
+	}, opts...)
 }
 
 // withParents returns entries plus a Dir entry for every parent directory not

@@ -23,8 +23,19 @@ func main() {
 func newFlagSet(name string) *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
 
 func run(args []string) error {
-	if len(args) > 0 && args[0] == "registry" {
-		return runRegistry(args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "registry":
+			return runRegistry(args[1:])
+		case "index":
+			return runIndex(args[1:])
+		case "sbom":
+			return runSBOM(args[1:])
+		case "check":
+			return runCheck(args[1:], os.Stdout)
+		case "extract":
+			return runExtract(args[1:], os.Stdout)
+		}
 	}
 	fs := newFlagSet("ociimage")
 	var tags, layers, files, dirs, links, env multi

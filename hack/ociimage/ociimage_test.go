@@ -22,7 +22,8 @@ func writeTar(t *testing.T, p string, files map[string]string) {
 	}
 	defer f.Close()
 	tw := tar.NewWriter(f)
-	for n, body := range files {
+	for _, n := range sortedKeys(files) {
+		body := files[n]
 		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
 		}

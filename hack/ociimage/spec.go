@@ -19,6 +19,12 @@ type Spec struct {
 	Env        []string
 	WorkingDir string
 	Created    time.Time
+	// Arch is the image config's architecture (GOARCH names; default: this
+	// machine's).
+	Arch string
+	// OCI selects OCI media types (manifest, config, layers), as an image
+	// index needs; otherwise Docker's, as a docker-archive has.
+	OCI bool
 }
 
 // EntryKind is what an Entry creates in the top layer.
