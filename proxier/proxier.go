@@ -100,6 +100,13 @@ func New(client kubeapi.Client, backend Backend, cfg Config, m *metrics.Metrics,
 		cfg.Families = []v1.IPFamily{cfg.Family}
 	}
 	p := &Proxier{cfg: cfg, client: client, backend: backend, metrics: m, health: health, svcHealth: svcHealth, hooks: hooks}
+	if m != nil {
+		// Series that alerts watch start at 0 (see invalidReasons).
+		for _, r := range invalidReasons {
+			m.InvalidObjectsTotal.WithLabelValues(r[0], r[1])
+		}
+		m.SyncErrorsTotal.WithLabelValues(backend.Name())
+	}
 	p.snap = NewSnapshotter(cfg.NodeName, p.recordInvalid)
 	p.snap.SetFamilies(cfg.Families, p.recordSkippedFamily)
 	if cfg.Holdoff == 0 {

@@ -20,7 +20,6 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
@@ -43,18 +42,18 @@ const alertFor = "10s"
 // empty $cluster, kubeProxySelector job="kube-proxy", $instance ".*". Test
 // data: the expressions an operator's dashboard sends.
 var mixinQueries = map[string]string{
-	"Up":                         `sum(up{cluster="", job="kube-proxy"})`,
-	"Rules Sync Rate":            `sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_count{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
-	"Rule Sync Latency 99th":     `histogram_quantile(0.99,rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
-	"Network Programming Rate":   `sum(rate(kubeproxy_network_programming_duration_seconds_count{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
-	"Network Programming 99th":   `histogram_quantile(0.99, sum(rate(kubeproxy_network_programming_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*"}[5m])) by (instance, le))`,
-	"Kube API Request Rate 2xx":  `sum(rate(rest_client_requests_total{cluster="", job="kube-proxy", instance=~".*",code=~"2.."}[5m]))`,
-	"Post Request Latency 99th":  `histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{cluster="", job="kube-proxy",instance=~".*",verb="POST"}[5m])) by (verb, url, le))`,
-	"Get Request Latency 99th":   `histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*", verb="GET"}[5m])) by (verb, url, le))`,
-	"Memory":                     `process_resident_memory_bytes{cluster="", job="kube-proxy",instance=~".*"}`,
-	"CPU usage":                  `rate(process_cpu_seconds_total{cluster="", job="kube-proxy",instance=~".*"}[5m])`,
-	"Goroutines":                 `go_goroutines{cluster="", job="kube-proxy",instance=~".*"}`,
-	"variable instance":          `kubeproxy_network_programming_duration_seconds_bucket{cluster="", job="kube-proxy"}`,
+	"Up":                        `sum(up{cluster="", job="kube-proxy"})`,
+	"Rules Sync Rate":           `sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_count{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
+	"Rule Sync Latency 99th":    `histogram_quantile(0.99,rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
+	"Network Programming Rate":  `sum(rate(kubeproxy_network_programming_duration_seconds_count{cluster="", job="kube-proxy", instance=~".*"}[5m]))`,
+	"Network Programming 99th":  `histogram_quantile(0.99, sum(rate(kubeproxy_network_programming_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*"}[5m])) by (instance, le))`,
+	"Kube API Request Rate 2xx": `sum(rate(rest_client_requests_total{cluster="", job="kube-proxy", instance=~".*",code=~"2.."}[5m]))`,
+	"Post Request Latency 99th": `histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{cluster="", job="kube-proxy",instance=~".*",verb="POST"}[5m])) by (verb, url, le))`,
+	"Get Request Latency 99th":  `histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{cluster="", job="kube-proxy", instance=~".*", verb="GET"}[5m])) by (verb, url, le))`,
+	"Memory":                    `process_resident_memory_bytes{cluster="", job="kube-proxy",instance=~".*"}`,
+	"CPU usage":                 `rate(process_cpu_seconds_total{cluster="", job="kube-proxy",instance=~".*"}[5m])`,
+	"Goroutines":                `go_goroutines{cluster="", job="kube-proxy",instance=~".*"}`,
+	"variable instance":         `kubeproxy_network_programming_duration_seconds_bucket{cluster="", job="kube-proxy"}`,
 }
 
 // mixinKubeProxyDown is the mixin's alert on a cluster without kube-proxy
@@ -62,8 +61,9 @@ var mixinQueries = map[string]string{
 var mixinKubeProxyDown = map[string]any{"alert": "KubeProxyDown", "expr": `absent(up{job="kube-proxy"} == 1)`, "for": alertFor}
 
 // TestNodeMonitoring: Prometheus (Debian's), in the control plane's
-// network namespace, discovers every switchyard pod through the chart's
-// metrics Service as a ServiceMonitor would (job "kube-proxy") and loads
+// network namespace, scrapes every switchyard pod found through the
+// chart's metrics Service as a ServiceMonitor would (job "kube-proxy",
+// from its k8s-app label) and loads
 // switchyard's alerts. After traffic, churn and one of each condition the
 // alerts watch, every query of the kubernetes-mixin kube-proxy dashboard
 // and of switchyard's dashboard returns data, each alert fires when its
@@ -99,60 +99,88 @@ func TestNodeMonitoring(t *testing.T) {
 	fmt.Printf("monitoring: queries=%d with_data=%d alerts=7 fired=%d\n", len(queries), withData, fired)
 }
 
-// startPrometheus runs Prometheus in the control plane's namespace: it
-// reaches the apiserver (Kubernetes discovery) and every node's metrics
-// address.
+// startPrometheus runs Prometheus in the control plane's namespace (it
+// reaches every node's metrics address), with its targets kept by
+// watchTargets.
 func (c *cluster) startPrometheus(t *testing.T, ns string) *framework.Prometheus {
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	c.writePromKubeconfig(t, kubeconfig)
+	targets := filepath.Join(dir, "targets.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c.writeTargets(t, targets)
+	go c.watchTargets(ctx, t, targets)
 	rules := filepath.Join(dir, "rules.yaml")
 	writeRules(t, rules)
-	return framework.StartPrometheusConfig(t, ns, promAddr, promConfig(kubeconfig, rules))
+	return framework.StartPrometheusConfig(t, ns, promAddr, promConfig(targets, rules))
 }
 
-// promConfig scrapes as the chart's ServiceMonitor does: the endpoints of
-// Service switchyard-metrics, port "metrics", job from its k8s-app label.
-func promConfig(kubeconfig, rules string) string {
+// promConfig scrapes the targets file. (Debian's Prometheus is built
+// without Kubernetes discovery: the test discovers as the chart's
+// ServiceMonitor would, from the metrics Service's EndpointSlices.)
+func promConfig(targets, rules string) string {
 	return fmt.Sprintf(`global:
   scrape_interval: 5s
   evaluation_interval: 5s
 rule_files: [%q]
 scrape_configs:
 - job_name: switchyard-servicemonitor
-  kubernetes_sd_configs:
-  - role: endpoints
-    kubeconfig_file: %q
-    namespaces: {names: [kube-system]}
-  relabel_configs:
-  - source_labels: [__meta_kubernetes_service_name, __meta_kubernetes_endpoint_port_name]
-    regex: switchyard-metrics;metrics
-    action: keep
-  - source_labels: [__meta_kubernetes_service_label_k8s_app]
-    target_label: job
-  - source_labels: [__meta_kubernetes_pod_node_name]
-    target_label: node
-`, rules, kubeconfig)
+  file_sd_configs:
+  - files: [%q]
+    refresh_interval: 5s
+`, rules, targets)
 }
 
-// writePromKubeconfig writes the test's kubeconfig with the apiserver's
-// own address (the one the nodes use), which the control plane's
-// namespace reaches directly.
-func (c *cluster) writePromKubeconfig(t *testing.T, path string) {
-	cm, err := c.cs.CoreV1().ConfigMaps(systemNS).Get(context.Background(), "kubernetes-services-endpoint", metav1.GetOptions{})
+// watchTargets rewrites the targets file every 3 s until ctx ends.
+func (c *cluster) watchTargets(ctx context.Context, t *testing.T, path string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(3 * time.Second):
+			c.writeTargets(t, path)
+		}
+	}
+}
+
+// writeTargets writes what a ServiceMonitor over Service switchyard-metrics
+// (port "metrics", jobLabel k8s-app) scrapes: every endpoint, ready or not
+// (a crash-looping pod is scraped, and is down), job from the Service's
+// k8s-app label, node from the endpoint. Errors leave the file as it was.
+func (c *cluster) writeTargets(t *testing.T, path string) {
+	ctx := context.Background()
+	svc, err := c.cs.CoreV1().Services(systemNS).Get(ctx, "switchyard-metrics", metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		t.Logf("targets: %v", err)
+		return
 	}
-	cfg, err := clientcmd.LoadFromFile(os.Getenv("SMOKE_KUBECONFIG"))
+	eps, err := c.cs.DiscoveryV1().EndpointSlices(systemNS).List(ctx, metav1.ListOptions{LabelSelector: discovery.LabelServiceName + "=switchyard-metrics"})
 	if err != nil {
-		t.Fatal(err)
+		t.Logf("targets: %v", err)
+		return
 	}
-	server := "https://" + net.JoinHostPort(cm.Data["KUBERNETES_SERVICE_HOST"], cm.Data["KUBERNETES_SERVICE_PORT"])
-	for _, cl := range cfg.Clusters {
-		cl.Server = server
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
 	}
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
+	groups := []group{}
+	for _, sl := range eps.Items {
+		for _, p := range sl.Ports {
+			if p.Name == nil || *p.Name != "metrics" || p.Port == nil {
+				continue
+			}
+			for _, e := range sl.Endpoints {
+				node := ""
+				if e.NodeName != nil {
+					node = *e.NodeName
+				}
+				groups = append(groups, group{Targets: []string{net.JoinHostPort(e.Addresses[0], fmt.Sprint(*p.Port))},
+					Labels: map[string]string{"job": svc.Labels["k8s-app"], "node": node}})
+			}
+		}
+	}
+	data, _ := json.Marshal(groups)
+	if err := os.WriteFile(path+".tmp", data, 0o644); err == nil {
+		_ = os.Rename(path+".tmp", path)
 	}
 }
 
@@ -273,7 +301,7 @@ func (c *cluster) breakSync(t *testing.T, node string) {
 	c.createService(t, "doomed", map[string]string{"app": "web"})
 	var chain string
 	c.poll("Service doomed's chain on "+node, func(context.Context) (bool, error) {
-		out := c.nodeRun(t, node, "nft", "list", "chains", "ip", "kube-proxy")
+		out := c.nodeRun(t, node, "nft", "list", "table", "ip", "kube-proxy")
 		for _, f := range strings.Fields(out) {
 			if strings.HasPrefix(f, "service-") && strings.Contains(f, "-"+c.ns+".doomed.") {
 				chain = f
