@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,10 +40,33 @@ func testServiceAndSliceOneSync(t *testing.T, m *modeEnv) {
 	if len(m.Topo.Families()) > 1 {
 		t.Skip("a dual-stack Service has two EndpointSlices; the one-sync pacing is checked in the ipv4 and ipv6 shapes")
 	}
+	// A loaded machine can stretch the event path past the holdoff and
+	// split one attempt; a pacing that never joins them fails all three.
+	var got string
+	for attempt := range 3 {
+		ok, lines := serviceAndSliceSyncs(t, m, fmt.Sprintf("onesync-%d", attempt))
+		if ok {
+			if lines[0][1] != "true" || lines[0][2] != "1" {
+				t.Errorf("the one sync applied servicesChanged=%s endpointTriggers=%s, want the Service and its slice: %s",
+					lines[0][1], lines[0][2], lines[0][0])
+			}
+			t.Logf("%s %s: one sync applied the Service and its EndpointSlice (attempt %d): %s", m.mode, m.Topo.Shape, attempt+1, lines[0][0])
+			return
+		}
+		got += fmt.Sprintf("attempt %d: %d syncs:\n%s\n", attempt+1, len(lines), joinMatches(lines))
+	}
+	t.Fatalf("Service and EndpointSlice took more than one sync in each of 3 attempts, want 1:\n%s", got)
+}
+
+// serviceAndSliceSyncs creates Service name and its EndpointSlice on an
+// idle daemon and reports whether one sync applied them, with the syncs
+// logged.
+func serviceAndSliceSyncs(t *testing.T, m *modeEnv, name string) (bool, [][]string) {
+	t.Helper()
 	waitIdle(t, m)
 	before := primaryMetric(t, m.daemon, syncCount)
 	offset := m.daemon.LogSize()
-	svc := m.EchoService(t, "onesync", m.Topo.Pods[:1]...)
+	svc := m.EchoService(t, name, m.Topo.Pods[:1]...)
 	waitServed(t, m.Topo.ClientNS, "tcp", hostPort(svc.Spec.ClusterIP, 80), podNames(m.Topo.Pods[:1]), true)
 	var lines [][]string
 	err := framework.WaitFor(converge, func() (bool, error) {
@@ -54,14 +78,7 @@ func testServiceAndSliceOneSync(t *testing.T, m *modeEnv) {
 		t.Fatalf("no sync logged after the Service was created: %v\n%s", err, m.daemon.LogTail(20))
 	}
 	syncs := primaryMetric(t, m.daemon, syncCount) - before
-	if syncs != 1 || len(lines) != 1 {
-		t.Fatalf("Service and EndpointSlice took %v syncs (%d logged), want 1:\n%s", syncs, len(lines), joinMatches(lines))
-	}
-	if lines[0][1] != "true" || lines[0][2] != "1" {
-		t.Errorf("the one sync applied servicesChanged=%s endpointTriggers=%s, want the Service and its slice: %s",
-			lines[0][1], lines[0][2], lines[0][0])
-	}
-	t.Logf("%s %s: one sync applied the Service and its EndpointSlice: %s", m.mode, m.Topo.Shape, lines[0][0])
+	return syncs == 1 && len(lines) == 1, lines
 }
 
 // waitIdle waits until the daemon has no change pending and the last

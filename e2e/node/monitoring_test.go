@@ -78,10 +78,7 @@ func TestNodeMonitoring(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	c.createNamespace()
-	svc := c.createBackends()
-	c.createPod("client", c.nodes[0].Name, nil, "pause")
-	c.waitPodsReady()
+	svc := c.createWorkload()
 	prom := c.startPrometheus(t, cpNS)
 	c.waitTargets(t, prom)
 	start := time.Now()
@@ -332,29 +329,13 @@ func (c *cluster) nodeRun(t *testing.T, node string, args ...string) string {
 // dashboardQueries are the mixin's queries and every target of
 // switchyard's dashboard, by a name for the report.
 func dashboardQueries(t *testing.T) map[string]string {
-	data, err := os.ReadFile(filepath.Join(monitoringDir, "switchyard-dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr   string `json:"expr"`
-				Legend string `json:"legendFormat"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
 	for k, q := range mixinQueries {
 		out["mixin: "+k] = q
 	}
-	for _, p := range d.Panels {
+	for _, p := range readPanels(t) {
 		for _, tg := range p.Targets {
-			out["switchyard: "+p.Title+" / "+tg.Legend] = dashboardExpr(tg.Expr)
+			out["switchyard: "+p.Title+" / "+tg.Legend] = tg.Expr
 		}
 	}
 	return out

@@ -23,10 +23,7 @@ func TestNodeSmoke(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	c.createNamespace()
-	svc := c.createBackends()
-	c.createPod("client", c.nodes[0].Name, nil, "pause")
-	c.waitPodsReady()
+	svc := c.createWorkload()
 	np := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	name := "web." + c.ns + ".svc.cluster.local"
 	for _, f := range c.families {
@@ -49,6 +46,16 @@ func TestNodeSmoke(t *testing.T) {
 		return
 	}
 	t.Run("rolling update", func(t *testing.T) { c.checkRollingUpdate(t, svc, image) })
+}
+
+// createWorkload makes the test namespace, a web pod per node behind
+// Service web, and a client pod on the first node, all Ready.
+func (c *cluster) createWorkload() *corev1.Service {
+	c.createNamespace()
+	svc := c.createBackends()
+	c.createPod("client", c.nodes[0].Name, nil, "pause")
+	c.waitPodsReady()
+	return svc
 }
 
 // checkDaemonSet: every node runs a Ready switchyard pod that never
