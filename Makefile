@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -58,6 +58,12 @@ test: deps lint chart unit kernel e2e vm e2e-vm node-smoke-all
 
 bench:
 	hack/bench.sh
+
+# What each mode costs traffic through a Service at N Services, beside the
+# direct path and kube-proxy (not part of `make test`):
+# make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3]
+bench-dataplane:
+	hack/bench/dataplane.sh
 
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables

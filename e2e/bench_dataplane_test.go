@@ -1,0 +1,355 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// Knobs of TestBenchDataplane (`make bench-dataplane`, hack/bench/dataplane.sh);
+// it is skipped unless SWITCHYARD_BENCH_DP_SIZES is set.
+const (
+	dpSizesEnv     = "SWITCHYARD_BENCH_DP_SIZES"     // "1000 10000": Services in the apiserver, ascending
+	dpDurationEnv  = "SWITCHYARD_BENCH_DP_DURATION"  // one measurement, "3s"
+	dpRoundsEnv    = "SWITCHYARD_BENCH_DP_ROUNDS"    // rounds over every path, 3
+	dpPathsEnv     = "SWITCHYARD_BENCH_DP_PATHS"     // see dpDefaultPaths
+	dpViasEnv      = "SWITCHYARD_BENCH_DP_VIAS"      // "clusterip nodeport local"
+	dpWorkloadsEnv = "SWITCHYARD_BENCH_DP_WORKLOADS" // "short latency stream udp"
+	dpClientsEnv   = "SWITCHYARD_BENCH_DP_CLIENTS"   // parallel clients (short, udp), 16
+	dpBinEnv       = "SWITCHYARD_BENCH_DP_BIN"       // the load generator; built when unset
+	dpOutEnv       = "SWITCHYARD_BENCH_DP_OUT"       // file for the tables and result lines
+)
+
+const dpDefaultPaths = "direct switchyard:iptables switchyard:iptables-legacy switchyard:nftables switchyard:userspace kube-proxy:iptables kube-proxy:nftables"
+
+// Ports of the load generator's servers (hack/bench/dataplane serve) and of
+// the measured Services.
+const (
+	dpRRPort, dpSinkPort, dpUDPPort    = 9000, 9001, 9002
+	dpSvcRR, dpSvcSink, dpSvcUDP       = 80, 81, 53
+	dpClientCPU, dpServerCPU           = "0", "1"
+	dpMeasuredServices                 = 1 // "dp", plus one eTP=Local Service per proxy path
+	dpPortRR, dpPortSink, dpPortUDPNam = "rr", "sink", "udp"
+)
+
+// dpPath is one data path: its own topology (node, client and pod
+// namespaces), the proxy running in its node namespace, and its
+// externalTrafficPolicy=Local NodePort Service. Every path's pods have the
+// same addresses, so the shared "dp" Service reaches each path's own pods.
+type dpPath struct {
+	mode   string // "direct", "iptables", "iptables-legacy", "nftables", "userspace"
+	proxy  string // "none", "switchyard", "kube-proxy"
+	env    *framework.Env
+	daemon *framework.Daemon
+	local  *corev1.Service
+}
+
+func (p *dpPath) label() string { return p.proxy + " " + p.mode }
+
+// TestBenchDataplane measures what each proxy mode costs traffic through a
+// Service while the apiserver holds N Services (their rules in the
+// kernel): short connections/s, connect latency, one stream's throughput
+// and UDP request/response rate, from a client pod to the ClusterIP and
+// from an external client to a NodePort and an eTP=Local NodePort, against
+// the direct path (no Service, no proxy) and upstream kube-proxy in the
+// same mode. Each path has its own topology; all proxies run side by side
+// and the rounds go over the paths in turn, so the machine's drift falls
+// on all of them alike. Results are medians over the rounds.
+func TestBenchDataplane(t *testing.T) {
+	sizes := envInts(t, dpSizesEnv)
+	if len(sizes) == 0 {
+		t.Skipf("set %s (e.g. \"1000 10000\") to run", dpSizesEnv)
+	}
+	cfg := dpConfigFromEnv(t)
+	paths := dpSetupPaths(t, cfg)
+	shared := dpSharedService(t, paths[0].env)
+	for _, p := range paths {
+		if p.proxy != "none" {
+			p.local = dpLocalService(t, p.env)
+		}
+	}
+	cs := burstClient(t)
+	have := 0
+	t.Cleanup(func() { deleteBackground(t, cs, paths[0].env, have) })
+	var all []dpSample
+	for _, n := range sizes {
+		want := n - dpMeasuredServices - len(paths) + 1 // the direct path has no Local Service
+		have = dpGrowBackground(t, cs, paths[0].env, have, want)
+		dpStartProxies(t, paths, shared, n)
+		samples := dpMeasure(t, cfg, paths, shared, n)
+		all = append(all, samples...)
+		dpReport(t, cfg, n, samples)
+		dpStopProxies(t, paths)
+	}
+	dpSummary(t, cfg, sizes, all)
+}
+
+// dpConfig is the run's knobs.
+type dpConfig struct {
+	bin       string
+	duration  time.Duration
+	rounds    int
+	clients   int
+	paths     []string
+	vias      []string
+	workloads []string
+	out       io.Writer
+}
+
+func dpConfigFromEnv(t *testing.T) dpConfig {
+	t.Helper()
+	c := dpConfig{duration: 3 * time.Second, rounds: envInt(t, dpRoundsEnv, 3), clients: envInt(t, dpClientsEnv, 16)}
+	if v := os.Getenv(dpDurationEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", dpDurationEnv, err)
+		}
+		c.duration = d
+	}
+	c.paths = strings.Fields(envOr(dpPathsEnv, dpDefaultPaths))
+	c.vias = strings.Fields(envOr(dpViasEnv, "clusterip nodeport local"))
+	c.workloads = strings.Fields(envOr(dpWorkloadsEnv, "short latency stream udp"))
+	c.bin = os.Getenv(dpBinEnv)
+	if c.bin == "" {
+		c.bin = filepath.Join(t.TempDir(), "dataplane")
+		cmd := exec.Command("go", "build", "-o", c.bin, "./hack/bench/dataplane")
+		cmd.Dir = suite.Root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the load generator: %v\n%s", err, out)
+		}
+	}
+	c.out = os.Stdout
+	if f := os.Getenv(dpOutEnv); f != "" {
+		w, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		c.out = io.MultiWriter(os.Stdout, w)
+	}
+	return c
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInts(t *testing.T, name string) []int {
+	t.Helper()
+	var out []int
+	for _, f := range strings.Fields(os.Getenv(name)) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 || len(out) > 0 && n <= out[len(out)-1] {
+			t.Fatalf("%s=%q: want ascending positive integers", name, os.Getenv(name))
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// dpSetupPaths builds a topology per path (3 pods: pod0 the client pod,
+// pod1 and pod2 the servers, pinned to the other CPU than the clients).
+func dpSetupPaths(t *testing.T, cfg dpConfig) []*dpPath {
+	t.Helper()
+	var paths []*dpPath
+	for _, spec := range cfg.paths {
+		p := &dpPath{mode: "direct", proxy: "none"}
+		if spec != "direct" {
+			var ok bool
+			if p.proxy, p.mode, ok = strings.Cut(spec, ":"); !ok {
+				t.Fatalf("%s: %q: want direct or PROXY:MODE", dpPathsEnv, spec)
+			}
+		}
+		p.env = framework.Setup(t, suite, framework.TopologySpec{Pods: 3})
+		for _, pod := range p.env.Topo.Pods[1:] {
+			framework.StartInNetns(t, "dp-"+pod.NS, pod.NS, "taskset", "-c", dpServerCPU, cfg.bin, "serve",
+				"-rr", fmt.Sprintf(":%d", dpRRPort), "-sink", fmt.Sprintf(":%d", dpSinkPort), "-udp", fmt.Sprintf(":%d", dpUDPPort))
+		}
+		// Short connections cycle through the clients' ports fast.
+		for _, ns := range []string{p.env.Topo.Pods[0].NS, p.env.Topo.ClientNS, p.env.Topo.NodeNS} {
+			if out, err := framework.RunIn(t.Context(), ns, "sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=1024 65000"); err != nil {
+				t.Fatalf("sysctl in %s: %v\n%s", ns, err, out)
+			}
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// dpPorts are the measured Services' ports and their endpoint ports.
+func dpPorts() ([]corev1.ServicePort, []discoveryv1.EndpointPort) {
+	return []corev1.ServicePort{
+			framework.NewServicePort(dpPortRR, corev1.ProtocolTCP, dpSvcRR, dpRRPort),
+			framework.NewServicePort(dpPortSink, corev1.ProtocolTCP, dpSvcSink, dpSinkPort),
+			framework.NewServicePort(dpPortUDPNam, corev1.ProtocolUDP, dpSvcUDP, dpUDPPort),
+		}, []discoveryv1.EndpointPort{
+			framework.NewEndpointPort(dpPortRR, corev1.ProtocolTCP, dpRRPort),
+			framework.NewEndpointPort(dpPortSink, corev1.ProtocolTCP, dpSinkPort),
+			framework.NewEndpointPort(dpPortUDPNam, corev1.ProtocolUDP, dpUDPPort),
+		}
+}
+
+// dpSharedService is the measured NodePort Service "dp" (eTP=Cluster),
+// endpoints pod1 and pod2.
+func dpSharedService(t *testing.T, env *framework.Env) *corev1.Service {
+	t.Helper()
+	sps, eps := dpPorts()
+	svc := framework.NewService(env.Namespace, "dp", sps...)
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = env.CreateService(t, svc)
+	env.CreatePodSlices(t, svc, "1", eps, env.Topo.Pods[1:]...)
+	return svc
+}
+
+// dpLocalService is a path's eTP=Local NodePort Service, its endpoints
+// pod1 and pod2 on that path's node.
+func dpLocalService(t *testing.T, env *framework.Env) *corev1.Service {
+	t.Helper()
+	sps, eps := dpPorts()
+	svc := framework.NewService(env.Namespace, "dp-local", sps...)
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc = env.CreateService(t, svc)
+	env.CreatePodSlices(t, svc, "1", eps, env.Topo.Pods[1:]...)
+	return svc
+}
+
+// dpGrowBackground creates background Services have..want-1 (one
+// endpoint each) and returns want.
+func dpGrowBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env, have, want int) int {
+	t.Helper()
+	if want <= have {
+		return have
+	}
+	start := time.Now()
+	parallel(t, want-have, func(i int) error { return createBackgroundService(t.Context(), cs, env, have+i, 1, 1) })
+	t.Logf("background services %d..%d created in %s", have, want-1, secs(time.Since(start)))
+	return want
+}
+
+// dpStartProxies starts every path's proxy from an empty kernel, waits for
+// its first sync and for the measured Services to answer, then stops
+// (SIGSTOP) the kernel-mode proxies so their periodic work does not fall
+// into another path's measurement; their rules stay.
+func dpStartProxies(t *testing.T, paths []*dpPath, shared *corev1.Service, n int) {
+	t.Helper()
+	start := time.Now()
+	for _, p := range paths {
+		if p.proxy == "none" {
+			continue
+		}
+		dpFlushKernel(t, p.env)
+		if p.mode == "iptables-legacy" { // kubelet's hint: switchyard picks legacy
+			_, _ = framework.RunIn(t.Context(), p.env.Topo.NodeNS, "iptables-legacy", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
+		}
+		mode := strings.TrimSuffix(p.mode, "-legacy")
+		if p.proxy == "kube-proxy" {
+			p.daemon = p.env.StartKubeProxy(t, "--proxy-mode="+mode)
+		} else {
+			p.daemon = p.env.StartDaemon(t, "--proxy-mode="+mode)
+		}
+	}
+	for _, p := range paths {
+		if p.daemon == nil {
+			continue
+		}
+		if _, ok := waitTimestamp(t, p.daemon, 0, scaleTimeBox); !ok {
+			t.Fatalf("%s: no first sync in %s\n%s", p.label(), scaleTimeBox, p.daemon.LogTail(20))
+		}
+		t.Logf("n=%d %s: first sync done %s after the proxies started; %s", n, p.label(), secs(time.Since(start)), dpKernelNote(t, p, shared))
+		dpWaitServed(t, p, shared)
+		if p.mode != "userspace" {
+			dpSignal(t, p.daemon, syscall.SIGSTOP)
+		}
+	}
+}
+
+// dpStopProxies resumes and stops every proxy.
+func dpStopProxies(t *testing.T, paths []*dpPath) {
+	t.Helper()
+	for _, p := range paths {
+		if p.daemon == nil {
+			continue
+		}
+		dpSignal(t, p.daemon, syscall.SIGCONT)
+		if err := p.daemon.Stop(); err != nil {
+			t.Errorf("%s: %v", p.label(), err)
+		}
+		p.daemon = nil
+	}
+}
+
+// dpSignal sends sig to the proxy by its PID; a stopped proxy is resumed
+// before the test's cleanup stops it.
+func dpSignal(t *testing.T, d *framework.Daemon, sig syscall.Signal) {
+	t.Helper()
+	if exited, _ := d.Exited(); exited {
+		return
+	}
+	if err := syscall.Kill(d.PID(), sig); err != nil {
+		t.Errorf("%v to pid %d: %v", sig, d.PID(), err)
+	}
+	if sig == syscall.SIGSTOP {
+		t.Cleanup(func() { _ = syscall.Kill(d.PID(), syscall.SIGCONT) })
+	}
+}
+
+// dpFlushKernel leaves the node namespace without any proxy's rules, nft
+// and legacy.
+func dpFlushKernel(t *testing.T, env *framework.Env) {
+	t.Helper()
+	flushKernel(t, env)
+	for _, table := range []string{"nat", "filter", "mangle"} {
+		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-F")
+		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-X")
+	}
+}
+
+// dpWaitServed waits until the measured Services answer on every via.
+func dpWaitServed(t *testing.T, p *dpPath, shared *corev1.Service) {
+	t.Helper()
+	for _, via := range []string{"clusterip", "nodeport", "local"} {
+		ns, addrs := dpTarget(p, shared, via, "short")
+		err := framework.WaitFor(2*time.Minute, func() (bool, error) {
+			return dpProbe(t.Context(), ns, addrs[0]) == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %s %s never answered from %s", p.label(), via, addrs[0], ns)
+		}
+	}
+}
+
+// dpProbe makes one request of the short workload.
+func dpProbe(ctx context.Context, ns, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	c, err := framework.DialContextIn(ctx, ns, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write(make([]byte, 64)); err != nil {
+		return err
+	}
+	_, err = io.ReadAll(c)
+	return err
+}

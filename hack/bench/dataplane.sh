@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make bench-dataplane`: what each proxy mode costs traffic through a
+# Service (e2e TestBenchDataplane; the load generator is
+# hack/bench/dataplane). A private kube-apiserver + etcd holds N Services;
+# every path (direct, switchyard iptables on iptables-nft and
+# iptables-legacy, nftables, userspace, kube-proxy v1.37.1 iptables and
+# nftables) gets its own node, client and pod network namespaces, created
+# and deleted by the run. Needs root. Not part of `make test`.
+#
+# Knobs (environment): SIZES ("1000 10000"; 44000 works but creates the
+# Services through the API, slowly), DURATION (3s per measurement), ROUNDS
+# (3), PATHS, VIAS ("clusterip nodeport local"), WORKLOADS ("short latency
+# stream udp"), CLIENTS (16), OUT (a file that also gets the tables and
+# result lines). ipvs is not here: this host's kernel has no IPVS (it runs
+# only in the VM, hack/vm).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+GO=${GO:-go}
+if [ "$(id -u)" != 0 ]; then
+  echo "bench-dataplane: needs root (network namespaces)" >&2
+  exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+$GO build -o "$tmp/switchyard" ./cmd/switchyard
+$GO build -o "$tmp/dataplane" ./hack/bench/dataplane
+hack/build-tools.sh kube-proxy >/dev/null
+env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_BENCH_DP_BIN="$tmp/dataplane" \
+  SWITCHYARD_BENCH_DP_SIZES="${SIZES:-1000 10000}" SWITCHYARD_BENCH_DP_DURATION="${DURATION:-3s}" \
+  SWITCHYARD_BENCH_DP_ROUNDS="${ROUNDS:-3}" SWITCHYARD_BENCH_DP_CLIENTS="${CLIENTS:-16}" \
+  ${PATHS:+SWITCHYARD_BENCH_DP_PATHS="$PATHS"} ${VIAS:+SWITCHYARD_BENCH_DP_VIAS="$VIAS"} \
+  ${WORKLOADS:+SWITCHYARD_BENCH_DP_WORKLOADS="$WORKLOADS"} ${OUT:+SWITCHYARD_BENCH_DP_OUT="$OUT"} \
+  $GO test -tags e2e -count=1 -p 1 -timeout 300m -v -run '^TestBenchDataplane$' ./e2e/ |
+  grep -vE '^=== (RUN|PAUSE|CONT)'
