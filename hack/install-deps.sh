@@ -2,8 +2,7 @@
 # install-deps.sh: install the Debian packages the tests, the demo and the
 # local node use, if they are missing: iptables, nftables, ipset, conntrack,
 # prometheus, iproute2, curl, openssl, qemu (the IPVS VM); mmdebstrap (image
-# root filesystems), qemu-user-static and arch-test (the arm64 image's root
-# filesystem and its check, hack/binfmtns), busybox-static (the busybox e2e image), the CNI plugins
+# root filesystems), busybox-static (the busybox e2e image), the CNI plugins
 # and libseccomp-dev (runc with seccomp) for hack/cluster. Needs root; does
 # nothing when all are present.
 set -euo pipefail
@@ -12,7 +11,6 @@ need=()
 # Each pair is "a file or command that shows the package is there:package".
 for pair in iptables:iptables nft:nftables ipset:ipset conntrack:conntrack prometheus:prometheus ip:iproute2 \
   curl:curl openssl:openssl qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap \
-  qemu-aarch64-static:qemu-user-static arch-test:arch-test \
   /bin/busybox:busybox-static /usr/lib/cni/bridge:containernetworking-plugins \
   /usr/include/seccomp.h:libseccomp-dev gcc:gcc; do
   probe="${pair%%:*}"

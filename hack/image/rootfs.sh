@@ -31,6 +31,11 @@ arch="${ARCH:-$host_arch}"
 wrap=()
 if [ "$arch" != "$host_arch" ]; then
   wrap=("${BINFMTNS:?ARCH=$arch is foreign: set BINFMTNS to a built hack/binfmtns}" -arch "$arch" --)
+  # Only `make image` builds a foreign root: its emulator and mmdebstrap's
+  # architecture check are installed here, not for every test run.
+  command -v qemu-aarch64-static >/dev/null && command -v arch-test >/dev/null || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static arch-test
+  }
 fi
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org}"
 pkgs="$(sed 's/#.*//' "$pkgfile" | xargs | tr ' ' ',')"
