@@ -107,6 +107,12 @@ func TestBenchDataplane(t *testing.T) {
 			if p.skipped {
 				t.Logf("n=%d %s: skipped (%s)", n, p.label(), dpSkipEnv)
 			}
+			if lim := dpFileLimit(); p.mode == "userspace" && !p.skipped && uint64(n)+dpFileMargin > lim {
+				// One listening socket per service port: past the
+				// limit it cannot accept, not even on its metrics port.
+				t.Logf("n=%d %s: skipped: it needs a socket per service port and the open-file limit is %d", n, p.label(), lim)
+				p.skipped = true
+			}
 		}
 		dpStartProxies(t, cfg, paths, shared, n)
 		samples := dpMeasure(t, cfg, paths, shared, n)
@@ -225,6 +231,21 @@ func dpSetupPaths(t *testing.T, cfg dpConfig) []*dpPath {
 		paths = append(paths, p)
 	}
 	return paths
+}
+
+// dpFileMargin is what the userspace proxy needs open besides its
+// listeners (the API, metrics, proxied connections).
+const dpFileMargin = 1024
+
+// dpFileLimit is the hard limit of open files the proxies inherit (the Go
+// runtime raises its soft limit to it); without CAP_SYS_RESOURCE it cannot
+// be raised.
+func dpFileLimit() uint64 {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 1 << 62
+	}
+	return r.Max
 }
 
 // dpPorts are the measured Services' ports and their endpoint ports.
