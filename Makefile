@@ -61,7 +61,7 @@ bench:
 
 # What each mode costs traffic through a Service at N Services, beside the
 # direct path and kube-proxy (not part of `make test`):
-# make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3]
+# make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
 bench-dataplane:
 	hack/bench/dataplane.sh
 

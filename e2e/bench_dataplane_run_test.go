@@ -50,8 +50,8 @@ func dpMeasure(t *testing.T, cfg dpConfig, paths []*dpPath, shared *corev1.Servi
 			for _, w := range cfg.workloads {
 				for i := range paths {
 					p := paths[(i+r)%len(paths)]
-					if p.proxy == "none" && via == "local" {
-						continue // its direct figure is nodeport's
+					if p.proxy == "none" && via == "local" || p.skipped {
+						continue // direct: its figure is nodeport's
 					}
 					s := dpSample{n: n, mode: p.mode, proxy: p.proxy, via: via, workload: w, round: r}
 					s.res, s.err = dpRun(t.Context(), cfg, p, shared, via, w)
@@ -161,7 +161,7 @@ func dpKernelNote(t *testing.T, p *dpPath, shared *corev1.Service) string {
 				break
 			}
 		}
-		return fmt.Sprintf("KUBE-SERVICES has %d rules; dp's ClusterIP rule is rule %d", len(rules)-1, pos)
+		return fmt.Sprintf("KUBE-SERVICES has %d rules; %s's ClusterIP rule is rule %d", len(rules)-1, shared.Name, pos)
 	}
 	return ""
 }

@@ -16,6 +16,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
@@ -33,6 +36,8 @@ const (
 	dpClientsEnv   = "SWITCHYARD_BENCH_DP_CLIENTS"   // parallel clients (short, udp), 16
 	dpBinEnv       = "SWITCHYARD_BENCH_DP_BIN"       // the load generator; built when unset
 	dpOutEnv       = "SWITCHYARD_BENCH_DP_OUT"       // file for the tables and result lines
+	dpSkipEnv      = "SWITCHYARD_BENCH_DP_SKIP"      // "PROXY:MODE@N ...": paths not run at those N
+	dpSyncWaitEnv  = "SWITCHYARD_BENCH_DP_SYNC_WAIT" // bound of a proxy's first sync, scaleTimeBox
 )
 
 const dpDefaultPaths = "direct switchyard:iptables switchyard:iptables-legacy switchyard:nftables switchyard:userspace kube-proxy:iptables kube-proxy:nftables"
@@ -43,20 +48,21 @@ const (
 	dpRRPort, dpSinkPort, dpUDPPort    = 9000, 9001, 9002
 	dpSvcRR, dpSvcSink, dpSvcUDP       = 80, 81, 53
 	dpClientCPU, dpServerCPU           = "0", "1"
-	dpMeasuredServices                 = 1 // "dp", plus one eTP=Local Service per proxy path
+	dpMeasuredServices                 = 1 // the shared Service, plus one eTP=Local Service per proxy path
 	dpPortRR, dpPortSink, dpPortUDPNam = "rr", "sink", "udp"
 )
 
 // dpPath is one data path: its own topology (node, client and pod
 // namespaces), the proxy running in its node namespace, and its
 // externalTrafficPolicy=Local NodePort Service. Every path's pods have the
-// same addresses, so the shared "dp" Service reaches each path's own pods.
+// same addresses, so the shared Service reaches each path's own pods.
 type dpPath struct {
-	mode   string // "direct", "iptables", "iptables-legacy", "nftables", "userspace"
-	proxy  string // "none", "switchyard", "kube-proxy"
-	env    *framework.Env
-	daemon *framework.Daemon
-	local  *corev1.Service
+	mode    string // "direct", "iptables", "iptables-legacy", "nftables", "userspace"
+	proxy   string // "none", "switchyard", "kube-proxy"
+	env     *framework.Env
+	daemon  *framework.Daemon
+	local   *corev1.Service
+	skipped bool // not measured at this N (SWITCHYARD_BENCH_DP_SKIP, or no first sync in time)
 }
 
 func (p *dpPath) label() string { return p.proxy + " " + p.mode }
@@ -77,24 +83,43 @@ func TestBenchDataplane(t *testing.T) {
 	}
 	cfg := dpConfigFromEnv(t)
 	paths := dpSetupPaths(t, cfg)
-	shared := dpSharedService(t, paths[0].env)
 	for _, p := range paths {
 		if p.proxy != "none" {
 			p.local = dpLocalService(t, p.env)
 		}
 	}
-	cs := burstClient(t)
-	have := 0
-	t.Cleanup(func() { deleteBackground(t, cs, paths[0].env, have) })
+	bg := dpNewBackground(t, paths[0].env, sizes[len(sizes)-1])
 	var all []dpSample
 	for _, n := range sizes {
-		want := n - dpMeasuredServices - len(paths) + 1 // the direct path has no Local Service
-		have = dpGrowBackground(t, cs, paths[0].env, have, want)
-		dpStartProxies(t, paths, shared, n)
+		locals := 0
+		for _, p := range paths {
+			if p.local != nil {
+				locals++
+			}
+		}
+		want := n - dpMeasuredServices - locals
+		bg.grow(t, want)
+		// The measured Service sorts into the middle of the background
+		// ones (bg-<want/2>-dp), where a chain in name order has its rule.
+		shared := dpSharedService(t, paths[0].env, fmt.Sprintf("bg-%05d-dp", want/2))
+		for _, p := range paths {
+			p.skipped = cfg.skip[fmt.Sprintf("%s:%s@%d", p.proxy, p.mode, n)]
+			if p.skipped {
+				t.Logf("n=%d %s: skipped (%s)", n, p.label(), dpSkipEnv)
+			}
+			if lim := dpFileLimit(); p.mode == "userspace" && !p.skipped && uint64(n)+dpFileMargin > lim {
+				// One listening socket per service port: past the
+				// limit it cannot accept, not even on its metrics port.
+				t.Logf("n=%d %s: skipped: it needs a socket per service port and the open-file limit is %d", n, p.label(), lim)
+				p.skipped = true
+			}
+		}
+		dpStartProxies(t, cfg, paths, shared, n)
 		samples := dpMeasure(t, cfg, paths, shared, n)
 		all = append(all, samples...)
 		dpReport(t, cfg, n, samples)
 		dpStopProxies(t, paths)
+		dpDeleteShared(t, bg.cs, paths[0].env, shared)
 	}
 	dpSummary(t, cfg, sizes, all)
 }
@@ -109,6 +134,8 @@ type dpConfig struct {
 	vias      []string
 	workloads []string
 	out       io.Writer
+	skip      map[string]bool // "PROXY:MODE@N" (direct: "none:direct@N")
+	syncWait  time.Duration
 }
 
 func dpConfigFromEnv(t *testing.T) dpConfig {
@@ -124,6 +151,18 @@ func dpConfigFromEnv(t *testing.T) dpConfig {
 	c.paths = strings.Fields(envOr(dpPathsEnv, dpDefaultPaths))
 	c.vias = strings.Fields(envOr(dpViasEnv, "clusterip nodeport local"))
 	c.workloads = strings.Fields(envOr(dpWorkloadsEnv, "short latency stream udp"))
+	c.skip = map[string]bool{}
+	for _, f := range strings.Fields(os.Getenv(dpSkipEnv)) {
+		c.skip[f] = true
+	}
+	c.syncWait = scaleTimeBox
+	if v := os.Getenv(dpSyncWaitEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", dpSyncWaitEnv, err)
+		}
+		c.syncWait = d
+	}
 	c.bin = os.Getenv(dpBinEnv)
 	if c.bin == "" {
 		c.bin = filepath.Join(t.TempDir(), "dataplane")
@@ -194,6 +233,21 @@ func dpSetupPaths(t *testing.T, cfg dpConfig) []*dpPath {
 	return paths
 }
 
+// dpFileMargin is what the userspace proxy needs open besides its
+// listeners (the API, metrics, proxied connections).
+const dpFileMargin = 1024
+
+// dpFileLimit is the hard limit of open files the proxies inherit (the Go
+// runtime raises its soft limit to it); without CAP_SYS_RESOURCE it cannot
+// be raised.
+func dpFileLimit() uint64 {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 1 << 62
+	}
+	return r.Max
+}
+
 // dpPorts are the measured Services' ports and their endpoint ports.
 func dpPorts() ([]corev1.ServicePort, []discoveryv1.EndpointPort) {
 	return []corev1.ServicePort{
@@ -207,12 +261,12 @@ func dpPorts() ([]corev1.ServicePort, []discoveryv1.EndpointPort) {
 		}
 }
 
-// dpSharedService is the measured NodePort Service "dp" (eTP=Cluster),
-// endpoints pod1 and pod2.
-func dpSharedService(t *testing.T, env *framework.Env) *corev1.Service {
+// dpSharedService is the measured NodePort Service (eTP=Cluster),
+// endpoints pod1 and pod2, created through the API.
+func dpSharedService(t *testing.T, env *framework.Env, name string) *corev1.Service {
 	t.Helper()
 	sps, eps := dpPorts()
-	svc := framework.NewService(env.Namespace, "dp", sps...)
+	svc := framework.NewService(env.Namespace, name, sps...)
 	svc.Spec.Type = corev1.ServiceTypeNodePort
 	svc = env.CreateService(t, svc)
 	env.CreatePodSlices(t, svc, "1", eps, env.Topo.Pods[1:]...)
@@ -232,28 +286,101 @@ func dpLocalService(t *testing.T, env *framework.Env) *corev1.Service {
 	return svc
 }
 
-// dpGrowBackground creates background Services have..want-1 (one
-// endpoint each) and returns want.
-func dpGrowBackground(t *testing.T, cs kubernetes.Interface, env *framework.Env, have, want int) int {
+// dpBackground is the run's background Services (one endpoint, one port
+// each, as backgroundObjects builds them), in one namespace: created through
+// the API, or written straight into the apiserver's etcd when seedByEtcd
+// says so for the run's largest N (above seedAutoAbove, or
+// SWITCHYARD_SCALE_SEED=etcd), since creating tens of thousands through the
+// API is O(n²) in kube-apiserver's ClusterIP allocator. The objects are the
+// same either way (TestSeedBackground compares them); one run's background
+// all comes one way. Cleanup deletes them the way they came.
+type dpBackground struct {
+	cs     kubernetes.Interface
+	env    *framework.Env
+	seeder *framework.ServiceSeeder // nil: through the API
+	have   int
+}
+
+func dpNewBackground(t *testing.T, env *framework.Env, largest int) *dpBackground {
 	t.Helper()
-	if want <= have {
-		return have
+	b := &dpBackground{cs: burstClient(t), env: env}
+	if !seedByEtcd(t, largest) {
+		t.Cleanup(func() { deleteBackground(t, b.cs, env, b.have) })
+		return b
 	}
-	start := time.Now()
-	parallel(t, want-have, func(i int) error { return createBackgroundService(t.Context(), cs, env, have+i, 1, 1) })
-	t.Logf("background services %d..%d created in %s", have, want-1, secs(time.Since(start)))
-	return want
+	etcd, err := framework.DialEtcd(suite.Cluster.EtcdEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcd.Close() })
+	b.seeder = &framework.ServiceSeeder{Etcd: etcd, Client: suite.Cluster.Client}
+	t.Cleanup(func() { unseedBackground(t, b.cs, b.seeder, env.Namespace) })
+	return b
+}
+
+// grow creates background Services have..want-1.
+func (b *dpBackground) grow(t *testing.T, want int) {
+	t.Helper()
+	if want <= b.have {
+		return
+	}
+	start, have := time.Now(), b.have
+	if b.seeder == nil {
+		parallel(t, want-have, func(i int) error { return createBackgroundService(t.Context(), b.cs, b.env, have+i, 1, 1) })
+		b.have = want
+		t.Logf("background services %d..%d created through the API in %s", have, want-1, secs(time.Since(start)))
+		return
+	}
+	ns, node := b.env.Namespace, b.env.Topo.NodeName
+	svcs0, slices0, err := countServices(t.Context(), b.cs, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.seeder.Seed(t.Context(), want-have, func(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+		return backgroundObjects(ns, node, have+i, 1, 1)
+	})
+	if err != nil {
+		t.Fatalf("seeding etcd: %v", err)
+	}
+	b.have = want
+	written := time.Now()
+	var svcs, slices int
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, seedWait, true, func(ctx context.Context) (bool, error) {
+		var lerr error
+		svcs, slices, lerr = countServices(ctx, b.cs, ns)
+		return lerr == nil && svcs == svcs0+want-have && slices == slices0+want-have, nil
+	})
+	if err != nil {
+		t.Fatalf("after seeding etcd the API lists %d services and %d slices in %s, want %d and %d: %v",
+			svcs, slices, ns, svcs0+want-have, slices0+want-have, err)
+	}
+	t.Logf("background services %d..%d seeded in etcd in %s (%s waiting for the apiserver's repair loop; listed through the API %s later)",
+		have, want-1, secs(time.Since(start)), secs(b.seeder.Waited), secs(time.Since(written)))
+}
+
+// dpDeleteShared deletes the measured Service and its slice through the
+// API (the next N has its own, named for its middle).
+func dpDeleteShared(t *testing.T, cs kubernetes.Interface, env *framework.Env, svc *corev1.Service) {
+	t.Helper()
+	ctx := t.Context()
+	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name}
+	if err := cs.DiscoveryV1().EndpointSlices(env.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		t.Errorf("deleting %s's slices: %v", svc.Name, err)
+	}
+	if err := cs.CoreV1().Services(env.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %s: %v", svc.Name, err)
+	}
 }
 
 // dpStartProxies starts every path's proxy from an empty kernel, waits for
 // its first sync and for the measured Services to answer, then stops
 // (SIGSTOP) the kernel-mode proxies so their periodic work does not fall
 // into another path's measurement; their rules stay.
-func dpStartProxies(t *testing.T, paths []*dpPath, shared *corev1.Service, n int) {
+func dpStartProxies(t *testing.T, cfg dpConfig, paths []*dpPath, shared *corev1.Service, n int) {
 	t.Helper()
 	start := time.Now()
 	for _, p := range paths {
-		if p.proxy == "none" {
+		if p.proxy == "none" || p.skipped {
 			continue
 		}
 		dpFlushKernel(t, p.env)
@@ -271,8 +398,15 @@ func dpStartProxies(t *testing.T, paths []*dpPath, shared *corev1.Service, n int
 		if p.daemon == nil {
 			continue
 		}
-		if _, ok := waitTimestamp(t, p.daemon, 0, scaleTimeBox); !ok {
-			t.Fatalf("%s: no first sync in %s\n%s", p.label(), scaleTimeBox, p.daemon.LogTail(20))
+		if _, ok := waitTimestamp(t, p.daemon, 0, max(0, cfg.syncWait-time.Since(start))); !ok {
+			// Not measured at this N; stopped, so that its sync does
+			// not load the other paths' measurements.
+			t.Logf("n=%d %s: no first sync %s after the proxies started: not measured at this N\n%s", n, p.label(), secs(time.Since(start)), p.daemon.LogTail(5))
+			if err := p.daemon.Stop(); err != nil {
+				t.Logf("%s: %v", p.label(), err)
+			}
+			p.daemon, p.skipped = nil, true
+			continue
 		}
 		t.Logf("n=%d %s: first sync done %s after the proxies started; %s", n, p.label(), secs(time.Since(start)), dpKernelNote(t, p, shared))
 		dpWaitServed(t, p, shared)

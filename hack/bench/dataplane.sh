@@ -7,11 +7,14 @@
 # nftables) gets its own node, client and pod network namespaces, created
 # and deleted by the run. Needs root. Not part of `make test`.
 #
-# Knobs (environment): SIZES ("1000 10000"; 44000 works but creates the
-# Services through the API, slowly), DURATION (3s per measurement), ROUNDS
-# (3), PATHS, VIAS ("clusterip nodeport local"), WORKLOADS ("short latency
-# stream udp"), CLIENTS (16), OUT (a file that also gets the tables and
-# result lines). ipvs is not here: this host's kernel has no IPVS (it runs
+# Knobs (environment): SIZES ("1000 10000"; when the largest is above 20k,
+# e.g. "10000 44000", the background Services are seeded straight into the
+# apiserver's etcd, SWITCHYARD_SCALE_SEED=etcd|api overrides), DURATION (3s
+# per measurement), ROUNDS (3), PATHS, VIAS ("clusterip nodeport local"),
+# WORKLOADS ("short latency stream udp"), CLIENTS (16), SKIP ("PROXY:MODE@N
+# ...", e.g. "kube-proxy:iptables@44000": paths not run at that N),
+# SYNC_WAIT (10m: a proxy without its first sync by then is not measured at
+# that N), OUT (a file that also gets the tables and result lines). ipvs is not here: this host's kernel has no IPVS (it runs
 # only in the VM, hack/vm).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,5 +33,6 @@ env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_BENCH_DP_BIN="$tmp/dataplane" \
   SWITCHYARD_BENCH_DP_ROUNDS="${ROUNDS:-3}" SWITCHYARD_BENCH_DP_CLIENTS="${CLIENTS:-16}" \
   ${PATHS:+SWITCHYARD_BENCH_DP_PATHS="$PATHS"} ${VIAS:+SWITCHYARD_BENCH_DP_VIAS="$VIAS"} \
   ${WORKLOADS:+SWITCHYARD_BENCH_DP_WORKLOADS="$WORKLOADS"} ${OUT:+SWITCHYARD_BENCH_DP_OUT="$OUT"} \
+  ${SKIP:+SWITCHYARD_BENCH_DP_SKIP="$SKIP"} ${SYNC_WAIT:+SWITCHYARD_BENCH_DP_SYNC_WAIT="$SYNC_WAIT"} \
   $GO test -tags e2e -count=1 -p 1 -timeout 300m -v -run '^TestBenchDataplane$' ./e2e/ |
   grep -vE '^=== (RUN|PAUSE|CONT)'
