@@ -97,7 +97,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	}
 	if err := errors.Join(errs...); err != nil {
 		for _, f := range b.families {
-			f.fp.valid = false
+			f.fp.stamp = reconcile.Stamp{}
 		}
 		return res, err
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 )
 
 // The periodic verification must notice a flushed KUBE-SVC chain, and
@@ -22,8 +23,9 @@ import (
 
 // fingerprintState is one family's record.
 type fingerprintState struct {
-	value uint64
-	valid bool // value was read after our last successful sync
+	// stamp is the fingerprint after our last successful sync, kept by
+	// reconcile.Stamp's rule.
+	stamp reconcile.Stamp
 	// untouched is set, before a sync writes anything, when the kernel's
 	// fingerprint still equals value: nobody wrote since.
 	untouched bool
@@ -39,25 +41,24 @@ type fingerprintState struct {
 func (b *Backend) checkFingerprints(ctx context.Context) {
 	for _, f := range b.families {
 		fp, ok := b.fingerprint(ctx, f.fam)
-		f.fp.untouched = ok && f.fp.valid && fp == f.fp.value
+		f.fp.untouched = f.fp.stamp.Untouched(fp, ok)
 		f.fp.compared = false
 	}
 }
 
 // recordFingerprints notes the kernel's fingerprints after a successful
-// sync of every family (full tells which rewrote everything). A family
-// another writer touched since the last record, and that this sync
-// neither compared nor rewrote, gets no record: taking the moved
-// fingerprint as our own would let the next check skip the comparison,
-// and a chain flushed before a sync for an unrelated change would stay
-// flushed until the next full sync.
+// sync of every family (full tells which rewrote everything), by
+// reconcile.Stamp's rule: known when nobody else wrote, or this sync
+// compared or rewrote every chain.
 func (b *Backend) recordFingerprints(ctx context.Context, full []bool) {
 	for i, f := range b.families {
-		if !f.fp.untouched && !f.fp.compared && !full[i] {
-			f.fp.valid = false
-			continue
+		known := f.fp.untouched || f.fp.compared || full[i]
+		var fp uint64
+		ok := false
+		if known {
+			fp, ok = b.fingerprint(ctx, f.fam)
 		}
-		f.fp.value, f.fp.valid = b.fingerprint(ctx, f.fam)
+		f.fp.stamp.Record(fp, ok, known)
 	}
 }
 

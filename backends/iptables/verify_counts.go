@@ -242,14 +242,14 @@ func confirmSuspects(installed map[chainKey]installedChain, t table, suspects []
 // intact.
 func (b *Backend) learnUses(ctx context.Context, f *familySync) {
 	r, ok := b.runner.(runner.ChainUseReader)
-	if !ok || b.runner.Mode() != runner.ModeNFT || !f.fp.valid {
+	if !ok || b.runner.Mode() != runner.ModeNFT || !f.fp.stamp.Valid() {
 		return
 	}
 	all, err := r.ChainUses(ctx, f.fam)
 	if err != nil {
 		return
 	}
-	if fp, ok := b.fingerprint(ctx, f.fam); !ok || fp != f.fp.value {
+	if fp, ok := b.fingerprint(ctx, f.fam); !f.fp.stamp.Untouched(fp, ok) {
 		return
 	}
 	for k, c := range f.installed {

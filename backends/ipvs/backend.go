@@ -30,8 +30,8 @@ type Backend struct {
 	static      map[v1.IPFamily]staticRules
 	lastPayload map[v1.IPFamily][]byte
 	nodeAddrs   map[v1.IPFamily][]netip.Addr
-	fp          map[v1.IPFamily]fingerprint // iptables fingerprints known to be ours (verify_iptables.go)
-	verifiedAt  time.Time                   // last verification or full sync
+	fp          map[v1.IPFamily]reconcile.Stamp // iptables fingerprints known to be ours (verify_iptables.go)
+	verifiedAt  time.Time                       // last verification or full sync
 	// repairs is the deprecated switchyard_ipvs_state_repaired_total,
 	// kept beside rulesRepaired for one release.
 	repairs       *prometheus.CounterVec
@@ -82,7 +82,7 @@ func (b *Backend) reset() {
 	b.graceful = newGracefulQueue()
 	b.lastPayload = map[v1.IPFamily][]byte{}
 	b.nodeAddrs = map[v1.IPFamily][]netip.Addr{}
-	b.fp = map[v1.IPFamily]fingerprint{}
+	b.fp = map[v1.IPFamily]reconcile.Stamp{}
 	b.synced = false
 }
 
@@ -115,7 +115,7 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	st, err := b.apply(ctx, t, full, dmg)
 	b.failed = err != nil
 	if err != nil {
-		b.fp = map[v1.IPFamily]fingerprint{}
+		b.fp = map[v1.IPFamily]reconcile.Stamp{}
 		return proxier.SyncResult{Full: full}, fmt.Errorf("ipvs sync: %w", err)
 	}
 	b.synced = b.synced || full

@@ -41,25 +41,20 @@ func (b *Backend) readFingerprints(ctx context.Context) map[v1.IPFamily]fingerpr
 // untouched reports whether nobody wrote the family's rules since the
 // fingerprint was recorded.
 func (b *Backend) untouched(f v1.IPFamily, now fingerprint) bool {
-	rec := b.fp[f]
-	return rec.ok && now.ok && rec.value == now.value
+	return b.fp[f].Untouched(now.value, now.ok)
 }
 
 // recordFingerprints notes, after a successful sync, the fingerprint of
-// each family whose rules are known to be as written: after a full sync,
-// a verification, or when nobody else wrote since the last record
-// (before holds the values read before this sync wrote). Otherwise the
-// record is dropped, so that the next verification compares: a partial
-// sync must not absorb someone else's write into the fingerprint.
+// each family by reconcile.Stamp's rule: known after a full sync, a
+// verification, or when nobody else wrote since the last record (before
+// holds the values read before this sync wrote).
 func (b *Backend) recordFingerprints(ctx context.Context, before map[v1.IPFamily]fingerprint, d *damage, full bool) {
 	after := b.readFingerprints(ctx)
 	for _, f := range b.cfg.families() {
 		known := full || (d != nil && d.checked[f]) || b.untouched(f, before[f])
-		if known {
-			b.fp[f] = after[f]
-		} else {
-			delete(b.fp, f)
-		}
+		s := b.fp[f]
+		s.Record(after[f].value, after[f].ok, known)
+		b.fp[f] = s
 	}
 }
 

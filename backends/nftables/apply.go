@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -17,8 +18,9 @@ type familySync struct {
 	w      *written
 	// needFull is set until a full sync succeeds (first sync, failures).
 	needFull bool
-	// generation is the ruleset generation after our last commit.
-	generation uint32
+	// stamp is the ruleset generation after our last commit, kept by
+	// reconcile.Stamp's rule.
+	stamp reconcile.Stamp
 	// verifiedAt is when the table was last checked or fully written.
 	verifiedAt time.Time
 	// restarted holds until a full sync succeeds: the table, if any, is

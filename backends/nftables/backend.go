@@ -103,9 +103,8 @@ func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.Sta
 	if damaged {
 		b.repairs.Record(reconcile.KindNFTables, f.fc.family)
 	}
-	if gen, gerr := b.conn.Generation(ctx); gerr == nil && untouched {
-		f.generation = gen
-	}
+	gen, gerr := b.conn.Generation(ctx)
+	f.stamp.Record(uint64(gen), gerr == nil, untouched)
 	return r, nil
 }
 

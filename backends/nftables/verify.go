@@ -18,7 +18,7 @@ import (
 // caller then rewrites everything.
 func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 	gen, err := conn.Generation(ctx)
-	if err == nil && gen == f.generation {
+	if f.stamp.Untouched(uint64(gen), err == nil) {
 		return true, nil
 	}
 	if _, exists, err := conn.ListObjects(ctx, f.fc.nft, TableName); err != nil {
@@ -35,7 +35,7 @@ func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 		klog.InfoS("nftables table differs from what was written; rewriting it", "family", f.fc.nft, "difference", what)
 		return false, nil
 	}
-	f.generation = gen
+	f.stamp.Record(uint64(gen), true, true)
 	return true, nil
 }
 
@@ -44,7 +44,7 @@ func (f *familySync) verify(ctx context.Context, conn Conn) (bool, error) {
 // this read and ours is taken for ours.)
 func (f *familySync) untouched(ctx context.Context, conn Conn) bool {
 	gen, err := conn.Generation(ctx)
-	return err == nil && gen == f.generation
+	return f.stamp.Untouched(uint64(gen), err == nil)
 }
 
 // mismatch names the first difference between the counts and what was
