@@ -25,7 +25,7 @@ func TestFlowTable(t *testing.T) {
 	state, node := flowtest.Fixture()
 	fake := iptablestest.NewFake()
 	mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
-	flowtest.Run(t, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Run(t, flowModel{Fake: fake, NodeIPs: node.NodeIPs})
 	flowtest.Untouched(t, state)
 }
 
@@ -36,7 +36,7 @@ func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		fake := iptablestest.NewFake()
 		mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
-		return iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+		return flowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	})
 }
 
@@ -48,7 +48,7 @@ func TestFlowTableShapes(t *testing.T) {
 	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
 		fake := iptablestest.NewFake()
 		mustSync(t, newTestBackend(t, fake, flowConfig(node)), state, fullDiff())
-		return iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+		return flowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	})
 }
 
@@ -87,7 +87,7 @@ func TestFlowTableAfterPartialSyncs(t *testing.T) {
 	mustSync(t, b, gone, changedDiff(true, some))
 	mustSync(t, b, state, changedDiff(true, some))
 
-	flowtest.Run(t, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Run(t, flowModel{Fake: fake, NodeIPs: node.NodeIPs})
 	assertMatchesReference(t, fake, flowConfig(node), state)
 }
 
@@ -120,5 +120,5 @@ func TestNodeCIDRArrivesLater(t *testing.T) {
 	if dump := fake.Dump(runner.IPv4, "nat"); !strings.Contains(dump, "! -s 10.244.1.0/24 -d 10.96.0.10/32") {
 		t.Errorf("no masquerade rule for sources outside the node's pod CIDR:\n%s", dump)
 	}
-	flowtest.RunVariant(t, v, iptablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.RunVariant(t, v, flowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }

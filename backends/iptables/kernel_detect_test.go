@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
 // TestKernelLocalTrafficDetection sends real connections to a cluster IP
@@ -21,7 +22,7 @@ import (
 func TestKernelLocalTrafficDetection(t *testing.T) {
 	kerneltest.Require(t)
 	for _, mode := range kernelModes() {
-		for _, c := range kerneltest.LocalTrafficCases() {
+		for _, c := range flowtest.LocalTrafficCases() {
 			t.Run(mode+"/"+c.Name, func(t *testing.T) {
 				tp := kerneltest.NewLocalTrafficTopology(t)
 				cfg := Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: c.Detector}
@@ -29,7 +30,7 @@ func TestKernelLocalTrafficDetection(t *testing.T) {
 				if _, err := be.Sync(context.Background(), localTrafficState(), fullDiff()); err != nil {
 					t.Fatalf("Sync: %v", err)
 				}
-				tp.CheckLocalTraffic(t, net.JoinHostPort(webIP, "80"), c)
+				tp.CheckLocalTraffic(t, net.JoinHostPort(webIP, "80"), c.Kept)
 			})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
 // TestKernelLocalTrafficDetection sends real connections to a cluster IP
@@ -20,7 +21,7 @@ import (
 // and the node itself are masqueraded. nft reads the rules back as written.
 func TestKernelLocalTrafficDetection(t *testing.T) {
 	kerneltest.Require(t)
-	for _, c := range kerneltest.LocalTrafficCases() {
+	for _, c := range flowtest.LocalTrafficCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			tp := kerneltest.NewLocalTrafficTopology(t)
 			b, err := nftables.New(nftables.Config{LocalDetector: c.Detector, Conn: nftables.NewNetlinkConn()})
@@ -28,7 +29,7 @@ func TestKernelLocalTrafficDetection(t *testing.T) {
 				t.Fatal(err)
 			}
 			timedSync(t, tp.Node, b, localTrafficState(), fullDiff())
-			tp.CheckLocalTraffic(t, net.JoinHostPort(webIP, "80"), c)
+			tp.CheckLocalTraffic(t, net.JoinHostPort(webIP, "80"), c.Kept)
 			out := kerneltest.Run(t, "ip", "netns", "exec", tp.Node, "nft", "list", "table", "ip", nftables.TableName)
 			const clusterIP = " ip daddr . meta l4proto . th dport @cluster-ip-ports jump mark-for-masquerade"
 			if want := map[string]string{

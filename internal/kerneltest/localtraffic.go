@@ -4,13 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // LocalTrafficTopology is a node, in namespaces, for the local-traffic
@@ -136,31 +133,11 @@ func (tp *LocalTrafficTopology) SourceSeen(ns, addr string) (string, error) {
 	return seen, nil
 }
 
-// LocalTrafficCase is one detector of the kernel tests, with the sources
-// whose connections to a cluster IP keep their address (local traffic);
-// every other source must be masqueraded to LTEndpointGateway.
-type LocalTrafficCase struct {
-	Name     string
-	Detector proxier.LocalDetector
-	Kept     []string // of "bridge pod", "veth pod", "client", "node"
-}
-
-// LocalTrafficCases are kube-proxy's four --detect-local-mode values over
-// LocalTrafficTopology. The node's own traffic and the outside client's
-// are never local; which pod is depends on the detector.
-func LocalTrafficCases() []LocalTrafficCase {
-	return []LocalTrafficCase{
-		{"ClusterCIDR", proxier.DetectByClusterCIDRs(netip.MustParsePrefix(LTClusterCIDR)), []string{"bridge pod"}},
-		{"NodeCIDR", proxier.DetectByNodeCIDR(), []string{"bridge pod"}},
-		{"BridgeInterface", proxier.DetectByBridge(LTBridge), []string{"bridge pod"}},
-		{"InterfaceNamePrefix", proxier.DetectByInterfacePrefix(LTVethPrefix), []string{"veth pod"}},
-	}
-}
-
 // CheckLocalTraffic connects to addr (a cluster IP whose only endpoint is
-// LocalTrafficTopology's) from every source and checks that local traffic
-// keeps its source address and the rest is masqueraded.
-func (tp *LocalTrafficTopology) CheckLocalTraffic(t *testing.T, addr string, c LocalTrafficCase) {
+// LocalTrafficTopology's) from every source and checks that the sources
+// named in kept ("bridge pod", "veth pod", "client", "node": local
+// traffic) keep their address and the rest are masqueraded.
+func (tp *LocalTrafficTopology) CheckLocalTraffic(t *testing.T, addr string, kept []string) {
 	t.Helper()
 	for _, src := range []struct{ name, ns, ip string }{
 		{"bridge pod", tp.BridgePod, LTBridgePodIP}, {"veth pod", tp.VethPod, LTVethPodIP},
@@ -172,7 +149,7 @@ func (tp *LocalTrafficTopology) CheckLocalTraffic(t *testing.T, addr string, c L
 			continue
 		}
 		want, what := LTEndpointGateway, "masqueraded"
-		if slices.Contains(c.Kept, src.name) {
+		if slices.Contains(kept, src.name) {
 			want, what = src.ip, "local: source kept"
 		}
 		if seen != want {

@@ -18,8 +18,9 @@
 // the node's own: none), and cases whose outcome depends on the detector
 // say so per variant (Case.ByDetector).
 //
-// The iptables backend's model is iptablestest.FlowModel (its packet
-// tracer); the IPVS and userspace backends write their own.
+// The iptables backend's model traces through iptablestest's fake (its
+// packet tracer, flowModel in backends/iptables' tests); the IPVS and
+// userspace backends write their own.
 //
 // A model that cannot tell whether a flow is masqueraded returns
 // MasqChecked false and the masquerade column is then skipped.

@@ -11,7 +11,6 @@
 //	f.FailNextRestores(1)                           // the next Restore fails untouched
 //	res, err := f.Trace(runner.IPv4, iptablestest.Packet{SrcIP: pod, DstIP: clusterIP,
 //		DstPort: 80, NodeIPs: nodeIPs})             // res.Endpoints, res.Masquerade, ...
-//	flowtest.Run(t, iptablestest.FlowModel{Fake: f, NodeIPs: nodeIPs})
 //
 // The fake keeps filter, nat, mangle and raw tables per family with their
 // built-in chains. Restore parses iptables-restore syntax (always in
