@@ -155,6 +155,15 @@ func keyOf(s *ipvs.Service) (vsKey, bool) {
 	return k, ok
 }
 
+// ServiceKey reads a kernel virtual service as this mode keys it: its
+// family, protocol and address (or, for a fwmark service, its mark and an
+// empty protocol); false for one the mode could not have made. Readers of
+// the live IPVS table (switchyard explain) share it.
+func ServiceKey(s *ipvs.Service) (fam v1.IPFamily, proto v1.Protocol, addr netip.AddrPort, mark uint32, ok bool) {
+	k, ok := keyOf(s)
+	return k.Family, k.Proto, netip.AddrPortFrom(k.Addr, k.Port), k.Mark, ok
+}
+
 // destination is a desired real server: masquerading (NAT), weight 1.
 func destination(ap netip.AddrPort, weight int) *ipvs.Destination {
 	fam := uint16(syscall.AF_INET)

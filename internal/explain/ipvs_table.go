@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"syscall"
 
 	"github.com/moby/ipvs"
+
+	ipvsmode "github.com/switchyard-proxy/switchyard/backends/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -72,32 +73,11 @@ func readVirtualServers(r IPVSReader) ([]virtualServer, error) {
 }
 
 func virtualServerOf(s *ipvs.Service) (virtualServer, bool) {
-	vs := virtualServer{Scheduler: s.SchedName, FWMark: s.FWMark}
-	switch s.AddressFamily {
-	case syscall.AF_INET:
-		vs.Family = v1.IPv4Protocol
-	case syscall.AF_INET6:
-		vs.Family = v1.IPv6Protocol
-	default:
-		return vs, false
-	}
-	if s.Flags&ipvsPersistent != 0 {
+	vs := virtualServer{Scheduler: s.SchedName}
+	var ok bool
+	vs.Family, vs.Proto, vs.Addr, vs.FWMark, ok = ipvsmode.ServiceKey(s)
+	if ok && s.Flags&ipvsPersistent != 0 {
 		vs.Timeout = s.Timeout
-	}
-	if s.FWMark != 0 {
-		return vs, true
-	}
-	a, ok := netip.AddrFromSlice(s.Address)
-	vs.Addr = netip.AddrPortFrom(a.Unmap(), s.Port)
-	switch s.Protocol {
-	case syscall.IPPROTO_TCP:
-		vs.Proto = v1.ProtocolTCP
-	case syscall.IPPROTO_UDP:
-		vs.Proto = v1.ProtocolUDP
-	case syscall.IPPROTO_SCTP:
-		vs.Proto = v1.ProtocolSCTP
-	default:
-		return vs, false
 	}
 	return vs, ok
 }
