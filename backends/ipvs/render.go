@@ -13,6 +13,12 @@ import (
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
+// Render turns the snapshot into what the kernel should hold, without
+// I/O: a sync calls renderPorts for the ports it must render, which puts
+// each port's rendering (renderPort: virtual servers, addresses, set
+// entries, filter and nat rules) into the model. rules.go holds the
+// iptables text (the static chains and the payload), sets.go the sets.
+
 // portKey names the rendering of one service port in one family.
 type portKey struct {
 	Family v1.IPFamily
@@ -47,6 +53,7 @@ type renderContext struct {
 	markMask  uint32
 }
 
+// renderContexts are this sync's contexts, one per configured family.
 func renderContexts(c *Config, node proxier.NodeInfo) map[v1.IPFamily]*renderContext {
 	out := map[v1.IPFamily]*renderContext{}
 	for _, f := range c.families() {
