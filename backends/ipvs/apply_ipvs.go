@@ -10,66 +10,31 @@ import (
 	"github.com/moby/ipvs"
 )
 
-// listServices reads every virtual server the kernel has.
-func (b *Backend) listServices() (map[vsKey]*ipvs.Service, error) {
-	svcs, err := b.k.IPVS.GetServices()
-	if err != nil {
-		return nil, fmt.Errorf("list virtual servers: %w", err)
-	}
-	out := make(map[vsKey]*ipvs.Service, len(svcs))
-	for _, s := range svcs {
-		if k, ok := keyOf(s); ok {
-			out[k] = s
-		}
-	}
-	return out, nil
+// ipvsApplier writes and reads back the IPVS table (Kernel.IPVS):
+// virtual servers and their real servers. Switchyard owns IPVS on the
+// node, like kube-proxy: a full sync deletes virtual servers nobody
+// wants, except those on ExcludeCIDRs. It lists the kernel and changes
+// only what differs; it never flushes. A real server that leaves while
+// it has connections is handed to the graceful-termination tracker.
+type ipvsApplier struct {
+	h        IPVS
+	cfg      *Config
+	graceful *gracefulTracker
 }
 
-// sortedKeys orders keys by their string form (formatted once each).
-func sortedKeys(keys map[vsKey]struct{}) []vsKey {
-	type named struct {
-		k vsKey
-		s string
-	}
-	list := make([]named, 0, len(keys))
-	for k := range keys {
-		list = append(list, named{k, k.String()})
-	}
-	slices.SortFunc(list, func(a, b named) int { return cmpString(a.s, b.s) })
-	out := make([]vsKey, len(list))
-	for i, n := range list {
-		out[i] = n.k
-	}
-	return out
-}
-
-// readService reads one virtual server from the kernel; nil if absent.
-func (b *Backend) readService(k vsKey) (*ipvs.Service, error) {
-	s, err := b.k.IPVS.GetService(k.handle())
-	if isMissing(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read virtual server: %w", err)
-	}
-	return s, nil
-}
-
-// syncServers makes the kernel's virtual servers match the model: (full)
-// for every key the model or the kernel has, listing them all; else for
-// the keys given, reading each. Switchyard owns IPVS on the node, like kube-proxy: a full sync
-// deletes virtual servers nobody wants, except those on ExcludeCIDRs. It lists the kernel and changes
-// only what differs; it never flushes.
-func (b *Backend) syncServers(keys map[vsKey]struct{}, full bool) (int, error) {
+// sync makes the kernel's virtual servers match the model: (full) for
+// every key the model or the kernel has, listing them all; else for the
+// keys given, reading each. It returns how many it checked.
+func (a ipvsApplier) sync(m *model, keys map[vsKey]struct{}, full bool) (int, error) {
 	var kernel map[vsKey]*ipvs.Service
 	if full {
 		var err error
-		if kernel, err = b.listServices(); err != nil {
+		if kernel, err = a.list(); err != nil {
 			return 0, err
 		}
-		keys = b.model.serverKeys()
+		keys = m.serverKeys()
 		for k := range kernel {
-			if k.Mark == 0 && b.cfg.excluded(k.Addr) {
+			if k.Mark == 0 && a.cfg.excluded(k.Addr) {
 				continue // --ipvs-exclude-cidrs: not ours to clean up
 			}
 			keys[k] = struct{}{}
@@ -80,10 +45,10 @@ func (b *Backend) syncServers(keys map[vsKey]struct{}, full bool) (int, error) {
 	for _, k := range sorted {
 		have, err := kernel[k], error(nil)
 		if !full {
-			have, err = b.readService(k)
+			have, err = a.read(k)
 		}
 		if err == nil {
-			err = b.syncServer(k, b.model.server(k), have)
+			err = a.syncServer(k, m.server(k), have)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("virtual server %s: %w", k, err))
@@ -92,36 +57,73 @@ func (b *Backend) syncServers(keys map[vsKey]struct{}, full bool) (int, error) {
 	return len(sorted), errors.Join(errs...)
 }
 
-func (b *Backend) syncServer(k vsKey, want *virtualServer, have *ipvs.Service) error {
+// all reads every virtual server the kernel has.
+func (a ipvsApplier) all() ([]*ipvs.Service, error) {
+	svcs, err := a.h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	return svcs, nil
+}
+
+// list is all, by key (virtual servers the mode could not have made are
+// left out).
+func (a ipvsApplier) list() (map[vsKey]*ipvs.Service, error) {
+	svcs, err := a.all()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[vsKey]*ipvs.Service, len(svcs))
+	for _, s := range svcs {
+		if k, ok := keyOf(s); ok {
+			out[k] = s
+		}
+	}
+	return out, nil
+}
+
+// read reads one virtual server from the kernel; nil if absent.
+func (a ipvsApplier) read(k vsKey) (*ipvs.Service, error) {
+	s, err := a.h.GetService(k.handle())
+	if isMissing(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read virtual server: %w", err)
+	}
+	return s, nil
+}
+
+func (a ipvsApplier) syncServer(k vsKey, want *virtualServer, have *ipvs.Service) error {
 	switch {
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
-		b.graceful.forgetServer(k)
-		return ignoreMissing(b.k.IPVS.DelService(k.handle()))
+		a.graceful.forgetServer(k)
+		return ignoreMissing(a.h.DelService(k.handle()))
 	case have == nil:
-		err := b.k.IPVS.NewService(want.service())
+		err := a.h.NewService(want.service())
 		if errors.Is(err, syscall.EEXIST) {
 			// Listed a moment ago without it: another writer. Reconcile it.
-			return b.updateServer(want, nil)
+			return a.update(want, nil)
 		}
 		if err != nil {
 			return err
 		}
-		return b.addDests(want, want.Dests)
+		return a.addDests(want, want.Dests)
 	}
-	return b.updateServer(want, have)
+	return a.update(want, have)
 }
 
-// updateServer fixes an existing virtual server's options (have nil:
-// unknown) and real servers.
-func (b *Backend) updateServer(want *virtualServer, have *ipvs.Service) error {
+// update fixes an existing virtual server's options (have nil: unknown)
+// and real servers.
+func (a ipvsApplier) update(want *virtualServer, have *ipvs.Service) error {
 	if have == nil || !want.serviceMatches(have) {
-		if err := b.k.IPVS.UpdateService(want.service()); err != nil {
+		if err := a.h.UpdateService(want.service()); err != nil {
 			return err
 		}
 	}
-	dests, err := b.k.IPVS.GetDestinations(want.Key.handle())
+	dests, err := a.h.GetDestinations(want.Key.handle())
 	if err != nil {
 		return fmt.Errorf("list real servers: %w", err)
 	}
@@ -138,7 +140,7 @@ func (b *Backend) updateServer(want *virtualServer, have *ipvs.Service) error {
 		}
 		present[ap] = d
 		if !wanted[ap] {
-			errs = append(errs, b.retire(want.Key, d))
+			errs = append(errs, a.graceful.retire(want.Key, d))
 		}
 	}
 	var missing []netip.AddrPort
@@ -148,24 +150,164 @@ func (b *Backend) updateServer(want *virtualServer, have *ipvs.Service) error {
 		case !ok:
 			missing = append(missing, ap)
 		case d.Weight != 1 || d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq:
-			b.graceful.remove(want.Key, ap)
-			errs = append(errs, b.k.IPVS.UpdateDestination(want.Key.handle(), destination(ap, 1)))
+			a.graceful.remove(want.Key, ap)
+			errs = append(errs, a.h.UpdateDestination(want.Key.handle(), destination(ap, 1)))
 		}
 	}
-	errs = append(errs, b.addDests(want, missing))
+	errs = append(errs, a.addDests(want, missing))
 	return errors.Join(errs...)
 }
 
-func (b *Backend) addDests(want *virtualServer, dests []netip.AddrPort) error {
+func (a ipvsApplier) addDests(want *virtualServer, dests []netip.AddrPort) error {
 	var errs []error
 	for _, ap := range dests {
-		err := b.k.IPVS.NewDestination(want.Key.handle(), destination(ap, 1))
+		err := a.h.NewDestination(want.Key.handle(), destination(ap, 1))
 		if errors.Is(err, syscall.EEXIST) {
-			err = b.k.IPVS.UpdateDestination(want.Key.handle(), destination(ap, 1))
+			err = a.h.UpdateDestination(want.Key.handle(), destination(ap, 1))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("add real server %s: %w", ap, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// verify reads the IPVS table once (ReadTable: /proc/net/ip_vs, where
+// GetDestinations costs a netlink round trip per virtual server) and
+// compares every virtual server the model wants (and, as a full sync
+// would, those it does not) with it; the keys found different are
+// reconciled by this sync, as a partial sync does.
+func (a ipvsApplier) verify(m *model, d *damage) error {
+	table, err := a.h.ReadTable()
+	if err != nil {
+		return err
+	}
+	byKey, byMark := map[vsKey]TableEntry{}, map[uint32]TableEntry{}
+	for _, e := range table {
+		if e.Service.FWMark != 0 {
+			byMark[e.Service.FWMark] = e
+		} else if k, ok := keyOf(e.Service); ok {
+			byKey[k] = e
+		}
+	}
+	for k := range m.owners {
+		e, ok := byKey[k]
+		if k.Mark != 0 {
+			e, ok = byMark[k.Mark]
+		}
+		delete(byKey, k)
+		if !ok {
+			d.servers[k] = struct{}{}
+			d.note(kindVirtualServer, k.Family, fmt.Sprintf("virtual server %s is gone", k))
+			continue
+		}
+		kind, found := serverDifferences(m.server(k), e)
+		if len(found) > 0 {
+			d.servers[k] = struct{}{}
+			d.note(kind, k.Family, found...)
+		}
+	}
+	for k := range byKey {
+		if !a.cfg.excluded(k.Addr) {
+			d.servers[k] = struct{}{}
+			d.note(kindVirtualServer, k.Family, fmt.Sprintf("virtual server %s was not written", k))
+		}
+	}
+	return nil
+}
+
+// serverDifferences compares one virtual server with the kernel's.
+// Real servers at weight 0 that the model does not want are draining
+// (graceful termination), not differences.
+func serverDifferences(want *virtualServer, have TableEntry) (string, []string) {
+	s := have.Service
+	persistent := s.Flags&flagPersistent != 0
+	if s.SchedName != want.Scheduler || persistent != (want.Timeout > 0) || (persistent && s.Timeout != want.Timeout) {
+		return kindVirtualServer, []string{fmt.Sprintf("virtual server %s has scheduler %s, persistence %d s", want.Key, s.SchedName, s.Timeout)}
+	}
+	var found []string
+	for _, ap := range want.Dests {
+		i := slices.IndexFunc(have.Dests, func(d TableDest) bool { return d.Addr == ap })
+		switch {
+		case i < 0:
+			found = append(found, fmt.Sprintf("real server %s of %s is gone", ap, want.Key))
+		case have.Dests[i].Weight != 1 || have.Dests[i].Forward&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq:
+			found = append(found, fmt.Sprintf("real server %s of %s has weight %d", ap, want.Key, have.Dests[i].Weight))
+		}
+	}
+	if len(have.Dests) == len(want.Dests) && len(found) == 0 {
+		return kindRealServer, nil // same count, every wanted one there: nothing else
+	}
+	for _, d := range have.Dests {
+		if _, ok := slices.BinarySearchFunc(want.Dests, d.Addr, netip.AddrPort.Compare); !ok && d.Weight != 0 {
+			found = append(found, fmt.Sprintf("real server %s of %s was not written", d.Addr, want.Key))
+		}
+	}
+	return kindRealServer, found
+}
+
+// cleanup deletes every virtual server, except those on ExcludeCIDRs.
+func (a ipvsApplier) cleanup() error {
+	svcs, err := a.all()
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	var errs []error
+	for _, s := range svcs {
+		if s.FWMark == 0 && a.cfg.excluded(addrOf(s.Address)) {
+			continue // --ipvs-exclude-cidrs
+		}
+		if err := ignoreMissing(a.h.DelService(s)); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: delete virtual server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drain deletes the virtual servers of svcs (all, as listed) whose real
+// servers carry no connections, except those on ExcludeCIDRs, and
+// returns how many stay (Backend.DrainKernelObjects).
+func (a ipvsApplier) drain(svcs []*ipvs.Service) (kept int, err error) {
+	var errs []error
+	for _, s := range svcs {
+		if s.FWMark == 0 && a.cfg.excluded(addrOf(s.Address)) {
+			continue // --ipvs-exclude-cidrs
+		}
+		busy, err := a.carriesConnections(s)
+		if err != nil || busy {
+			kept++
+			errs = append(errs, err)
+			continue
+		}
+		if err := ignoreMissing(a.h.DelService(s)); err != nil {
+			errs = append(errs, fmt.Errorf("delete virtual server: %w", err))
+		}
+	}
+	return kept, errors.Join(errs...)
+}
+
+// carriesConnections reports whether a real server of s has connections.
+func (a ipvsApplier) carriesConnections(s *ipvs.Service) (bool, error) {
+	dests, err := a.h.GetDestinations(s)
+	if err != nil {
+		return false, ignoreMissing(err)
+	}
+	for _, d := range dests {
+		if d.ActiveConnections+d.InactiveConnections > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// isMissing reports the kernel's "no such service / destination".
+func isMissing(err error) bool {
+	return errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ENOENT)
+}
+
+func ignoreMissing(err error) error {
+	if isMissing(err) {
+		return nil
+	}
+	return err
 }

@@ -2,44 +2,50 @@ package ipvs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
-// Backend is the IPVS proxy mode.
+// Backend is the IPVS proxy mode. Its methods are the mode's entry
+// points (this file) and one sync's decisions (sync.go). What the kernel
+// should hold is rendered, without I/O, into the model (render.go,
+// rules.go, model.go); each kernel API has its applier, which writes and
+// reads back that API (apply_sets.go, apply_ipvs.go, apply_addrs.go,
+// apply_iptables.go); graceful.go tracks the draining real servers.
 type Backend struct {
 	cfg   Config
-	k     *Kernel
 	clock clock.PassiveClock
 
-	mu          sync.Mutex // serialises Sync and Cleanup
-	model       *model
-	marks       *markAllocator
-	graceful    *gracefulQueue
-	static      map[v1.IPFamily]staticRules
-	lastPayload map[v1.IPFamily][]byte
-	nodeAddrs   map[v1.IPFamily][]netip.Addr
-	fp          map[v1.IPFamily]reconcile.Stamp // iptables fingerprints known to be ours (verify_iptables.go)
-	verifiedAt  time.Time                       // last verification or full sync
-	// repairs is the deprecated switchyard_ipvs_state_repaired_total,
-	// kept beside rulesRepaired for one release.
-	repairs       *prometheus.CounterVec
-	rulesRepaired *reconcile.Repairs
-	cadence       reconcile.Cadence
-	synced        bool // a full sync succeeded since New or Cleanup
-	failed        bool // the last sync failed: the next one is full
-	setupDone     bool
+	mu sync.Mutex // serialises Sync, Cleanup and the other entry points
+
+	// Desired state: every service port's rendering, per family.
+	model     *model
+	nodeAddrs map[v1.IPFamily][]netip.Addr // NodePort addresses of the last sync
+
+	// Kernel I/O, one applier per kernel API.
+	sets     setApplier
+	servers  ipvsApplier
+	addrs    addressApplier
+	iptables *iptablesApplier // per family: the payload written and its stamp
+	graceful *gracefulTracker // real servers draining (weight 0)
+
+	// Sync decisions: when to verify, what was repaired.
+	cadence    reconcile.Cadence
+	verifiedAt time.Time // last verification or full sync
+	repairs    repairMetrics
+	synced     bool // a full sync succeeded since New or Cleanup
+	setupDone  bool // sysctls and IPVS timeouts are set
 }
 
 var _ proxier.Backend = (*Backend)(nil)
@@ -51,23 +57,26 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, k: cfg.Kernel, clock: cfg.Clock, repairs: newRepairCounter()}
+	b := &Backend{cfg: cfg, clock: cfg.Clock}
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
 	b.cadence = reconcile.NewCadence(cfg.VerifyInterval, b.clock)
-	var err error
-	if b.rulesRepaired, err = reconcile.NewRepairs(cfg.Registerer, "ipvs", cfg.families()); err != nil {
+	rules, err := reconcile.NewRepairs(cfg.Registerer, "ipvs", cfg.families())
+	if err != nil {
 		return nil, fmt.Errorf("ipvs backend: register metrics: %w", err)
 	}
+	b.repairs = repairMetrics{deprecated: newRepairCounter(), rules: rules}
+	k, c := cfg.Kernel, &b.cfg
+	b.graceful = newGracefulTracker(k.IPVS, b.clock, c.gracefulTimeout())
+	b.sets = setApplier{h: k.IPSet, cfg: c}
+	b.servers = ipvsApplier{h: k.IPVS, cfg: c, graceful: b.graceful}
+	b.addrs = addressApplier{nl: k.Netlink, cfg: c}
+	b.iptables = newIPTablesApplier(k.IPTables, c)
 	b.reset()
-	b.static = map[v1.IPFamily]staticRules{}
-	for _, f := range cfg.families() {
-		b.static[f] = renderStatic(&b.cfg, f, cfg.LocalDetector.Match(f, proxier.NodeInfo{}))
-	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{newCollector(cfg.IPVS), b.repairs} {
-			if err := cfg.Registerer.Register(c); err != nil {
+		for _, col := range []prometheus.Collector{newCollector(cfg.IPVS), b.repairs.deprecated} {
+			if err := cfg.Registerer.Register(col); err != nil {
 				return nil, fmt.Errorf("ipvs backend: register metrics: %w", err)
 			}
 		}
@@ -77,180 +86,109 @@ func New(cfg Config) (*Backend, error) {
 
 // reset forgets everything known about the kernel.
 func (b *Backend) reset() {
-	b.model = newModel()
-	b.marks = newMarkAllocator(b.cfg.internalMarkMask())
-	b.graceful = newGracefulQueue()
-	b.lastPayload = map[v1.IPFamily][]byte{}
+	b.model = newModel(b.cfg.internalMarkMask())
 	b.nodeAddrs = map[v1.IPFamily][]netip.Addr{}
-	b.fp = map[v1.IPFamily]reconcile.Stamp{}
+	b.graceful.forgetAll()
+	b.iptables.forget()
 	b.synced = false
 }
 
 // Name is the proxy mode.
 func (b *Backend) Name() string { return "ipvs" }
 
-// Sync renders state and makes the kernel match it. See the package doc
-// for what a full and a partial sync do.
-func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.Diff) (proxier.SyncResult, error) {
+// Cleanup removes everything the mode installs: every IPVS virtual
+// server (switchyard owns IPVS on the node, as kube-proxy does) except
+// those on ExcludeCIDRs, the kube-ipvs0 interface with its addresses,
+// the jumps and chains, and the sets. It carries on past errors and
+// returns them all.
+func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	contexts := b.renderContexts(state)
-	moved := b.nodeAddrsChanged(contexts) // always record them
+	var errs []error
 	for _, f := range b.cfg.families() {
-		// NodeCIDR local-traffic detection follows the node's pod CIDRs;
-		// a changed payload is restored like any other change.
-		b.static[f] = renderStatic(&b.cfg, f, b.cfg.LocalDetector.Match(f, state.Node))
+		errs = append(errs, b.iptables.cleanup(ctx, f))
 	}
-	full := diff == nil || diff.Full || !b.synced || b.failed || moved
-	fps := b.readFingerprints(ctx)
-	var dmg *damage // nil: not verified (verify.go)
-	var verifyTook time.Duration
-	if !full && b.verifyDue(diff) {
-		start := b.clock.Now()
-		dmg = b.verify(ctx, fps)
-		verifyTook = b.clock.Since(start)
-	}
-	t := b.render(state, diff, contexts, full)
-	dmg.widen(t)
-	st, err := b.apply(ctx, t, full, dmg)
-	b.failed = err != nil
+	errs = append(errs, b.cleanupKernelObjects(ctx))
+	b.reset()
+	return errors.Join(errs...)
+}
+
+// CleanupKernelObjects removes what the mode installs outside iptables:
+// the virtual servers, kube-ipvs0 and the sets. A mode taking over from
+// ipvs calls it once its own rules are in and the ipvs mode's chains
+// (which use the sets) are gone.
+func (b *Backend) CleanupKernelObjects(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cleanupKernelObjects(ctx)
+}
+
+func (b *Backend) cleanupKernelObjects(ctx context.Context) error {
+	return errors.Join(b.servers.cleanup(), b.addrs.cleanup(), b.sets.cleanup(ctx))
+}
+
+// DrainKernelObjects is CleanupKernelObjects for a mode taking over from
+// ipvs while connections run through IPVS: a virtual server whose real
+// servers still carry connections (active or inactive) stays, and so does
+// kube-ipvs0 (its addresses make those packets local, where IPVS sees
+// them), until its connections end; new connections never reach it, the
+// new mode translates them before routing. It returns how many virtual
+// servers stay. The sets always go.
+func (b *Backend) DrainKernelObjects(ctx context.Context) (kept int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	svcs, err := b.servers.all()
 	if err != nil {
-		b.fp = map[v1.IPFamily]reconcile.Stamp{}
-		return proxier.SyncResult{Full: full}, fmt.Errorf("ipvs sync: %w", err)
+		return 0, err
 	}
-	b.synced = b.synced || full
-	b.recordFingerprints(ctx, fps, dmg, full)
-	if full || dmg != nil {
-		b.verifiedAt = b.clock.Now()
+	kept, err = b.servers.drain(svcs)
+	errs := []error{err}
+	if kept == 0 {
+		errs = append(errs, b.addrs.cleanup())
 	}
-	b.countRepairs(dmg)
-	klog.V(2).InfoS("IPVS sync done", append([]any{"full", full, "verified", dmg != nil, "repaired", dmg.any(),
-		"virtualServersChecked", st.servers, "ipsetLines", st.setLines, "iptablesWritten", st.iptables,
-		"draining", b.graceful.len(), "verifyTook", verifyTook}, st.took...)...)
-	return proxier.SyncResult{Full: full}, nil
+	errs = append(errs, b.sets.cleanup(ctx))
+	return kept, errors.Join(errs...)
 }
 
-func (b *Backend) renderContexts(state *proxier.State) map[v1.IPFamily]*renderContext {
-	out := map[v1.IPFamily]*renderContext{}
-	for _, f := range b.cfg.families() {
-		out[f] = &renderContext{family: f, scheduler: b.cfg.scheduler(), node: state.Node,
-			nodeAddrs: nodePortAddrs(state.Node.Addresses, f, b.cfg.nodePortPrefixes(f)),
-			markMask:  b.cfg.internalMarkMask()}
+// ServiceTraffic implements metrics.ServiceTrafficSource
+// (--service-traffic-metrics) from IPVS' own per-virtual-server stats,
+// read now with one netlink dump: connections are those IPVS scheduled
+// (new connections), packets and bytes those from clients ("in"; replies
+// are "out" and not counted, as in the other modes). Every virtual server
+// of a service port counts: cluster IP, external and load-balancer IPs,
+// NodePorts on each node address. Which port a virtual server belongs to
+// is what the last sync wrote; a virtual server of no port (gone, or not
+// ours) is skipped. moby/ipvs reads the 32-bit connection and packet
+// counters, which wrap at 2^32 (Prometheus sees a reset). The kernel
+// folds its per-CPU counters into these stats on its rate estimator's
+// round (every 2 s), so they trail the traffic by up to 2 s.
+func (b *Backend) ServiceTraffic(context.Context) ([]metrics.ServiceTrafficSample, error) {
+	b.mu.Lock()
+	owners := serverOwners(b.model)
+	b.mu.Unlock()
+	svcs, err := b.cfg.IPVS.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("service traffic counters: %w", err)
 	}
-	return out
+	return trafficSamples(svcs, owners), nil
 }
 
-// nodePortAddrs are the node's addresses of the family that NodePorts
-// listen on.
-func nodePortAddrs(all []netip.Addr, f v1.IPFamily, prefixes []netip.Prefix) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range all {
-		a = a.Unmap()
-		if proxier.FamilyOf(a) != f {
-			continue
-		}
-		if prefixes == nil || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
-			out = append(out, a)
-		}
+// EndConnectionsTo deletes at once the draining real servers at the
+// addresses (--reset-vanished-endpoint-connections, called by
+// conntrack.VanishedReaper once an endpoint has been out of every
+// EndpointSlice for the grace period). Graceful termination would keep
+// them at weight 0 until their connections end or the timeout passes,
+// but a vanished endpoint's connections never end: they hang. Once the
+// real server is gone, expire_nodest_conn=1 makes the kernel expire each
+// of its connections at their next packet, which is scheduled afresh (a
+// live endpoint answers it with a reset). It returns the number of
+// connections the deleted real servers held.
+func (b *Backend) EndConnectionsTo(addrs []netip.Addr) int {
+	set := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		set[a.Unmap()] = true
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
-}
-
-// nodeAddrsChanged records the NodePort addresses and reports a change
-// (every NodePort virtual server moves: a full sync).
-func (b *Backend) nodeAddrsChanged(contexts map[v1.IPFamily]*renderContext) bool {
-	changed := false
-	for f, rc := range contexts {
-		if !slices.Equal(b.nodeAddrs[f], rc.nodeAddrs) {
-			changed = true
-			b.nodeAddrs[f] = rc.nodeAddrs
-		}
-	}
-	return changed
-}
-
-// render updates the model: every port on a full sync, the ports the
-// diff names otherwise.
-func (b *Backend) render(state *proxier.State, diff *proxier.Diff, contexts map[v1.IPFamily]*renderContext, full bool) *touched {
-	t := newTouched()
-	names := map[proxier.ServicePortName]struct{}{}
-	if full {
-		for k := range b.model.ports {
-			names[k.Name] = struct{}{}
-		}
-		for n := range state.Services {
-			names[n] = struct{}{}
-		}
-	} else if diff != nil {
-		names = diff.Changed
-	}
-	for n := range names {
-		for f, rc := range contexts {
-			k := portKey{Family: f, Name: n}
-			sp := state.Services[n]
-			if sp == nil {
-				b.marks.release(k)
-				b.model.set(k, nil, t)
-				continue
-			}
-			mark := uint32(0)
-			if needsMark(rc, sp) {
-				if mark = b.marks.get(k); mark == 0 {
-					klog.InfoS("No internal-traffic mark left: pods reach only local endpoints through external addresses",
-						"servicePort", k, "mask", fmt.Sprintf("%#x", b.cfg.internalMarkMask()))
-				}
-			} else {
-				b.marks.release(k)
-			}
-			b.model.set(k, renderPort(rc, sp, state.Endpoints[n], mark), t)
-		}
-	}
-	b.model.compact()
-	return t
-}
-
-// applyStats are counts and phase durations for the sync log line.
-type applyStats struct {
-	servers, setLines int
-	iptables          bool
-	took              []any // "setsTook", d, ... (klog key/values)
-}
-
-// timed runs a phase and records its duration under key.
-func (st *applyStats) timed(clk clock.PassiveClock, key string, fn func() error) error {
-	start := clk.Now()
-	err := fn()
-	st.took = append(st.took, key, clk.Since(start))
-	return err
-}
-
-// apply makes the kernel match the model: sets first (rules match on
-// them), then virtual servers, addresses and rules, then draining real
-// servers. d (may be nil) adds the repairs a verification found needed.
-func (b *Backend) apply(ctx context.Context, t *touched, full bool, d *damage) (applyStats, error) {
-	var st applyStats
-	if full && !b.setupDone {
-		if err := b.setup(); err != nil {
-			return st, err
-		}
-		b.setupDone = true
-	}
-	clk := b.clock
-	phases := []struct {
-		key string
-		fn  func() error
-	}{
-		{"setsTook", func() (err error) { st.setLines, err = b.syncSets(ctx, t, full, d.repairSetLines()); return err }},
-		{"serversTook", func() (err error) { st.servers, err = b.syncServers(t.servers, full); return err }},
-		{"addressesTook", func() error { return b.syncAddresses(t, full || d.repairAddresses()) }},
-		{"iptablesTook", func() (err error) { st.iptables, err = b.syncIPTables(ctx, full, d.rewriteIPTables()); return err }},
-		{"drainTook", func() error { return wrapErr("graceful termination", b.reap()) }},
-	}
-	for _, p := range phases {
-		if err := st.timed(clk, p.key, p.fn); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.graceful.endConnectionsTo(set)
 }

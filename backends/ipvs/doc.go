@@ -47,8 +47,8 @@
 //
 // Apply reconciles; it never flushes. The model keeps every port's
 // rendering and, for shared objects, reference counts.
-//   - A full sync (first sync, Diff.Full, a changed node address, or after
-//     any failure) lists the kernel: every virtual server and its real
+//   - A full sync (first sync, Diff.Full, which the runner also sets
+//     after any failure, or a changed node address) lists the kernel: every virtual server and its real
 //     servers, the addresses of kube-ipvs0, `ipset save`, and iptables-save
 //     for the jumps from the built-in chains; then adds, updates and
 //     deletes only what differs. Virtual servers nobody wants are deleted
@@ -76,7 +76,7 @@
 // of --ipvs-sync-period) and any partial sync once the last check is
 // older than Config.VerifyInterval checks, before it renders, every
 // piece of kernel state this mode owns, and the same sync repairs only
-// what differs (verify.go):
+// what differs (verify.go; each applier reads back its own kernel API):
 //   - iptables per family: nothing is read while the fingerprint (the
 //     nf_tables generation, or the legacy tables' entry counts) shows no
 //     other writer since our last write; otherwise our chains' rule
@@ -103,6 +103,21 @@
 // returns to weight 1. UDP and SCTP real servers are deleted at once
 // (expire_nodest_conn=1 moves their flows). A restarted backend finds
 // weight-0 servers on its first full sync and drains them again.
+//
+// # Reading the code
+//
+// The sync type, Backend, has its entry points in backend.go and one
+// sync's decisions in sync.go (full or partial, verify, apply order;
+// internal/reconcile's Cadence, Stamp and Repairs). Render is pure and
+// no method of Backend: render.go (service port -> virtual servers,
+// addresses, set entries, rules), rules.go (iptables text), sets.go,
+// virtualserver.go, fwmark.go, into the model (model.go), which the
+// appliers read. Kernel I/O is one applier per kernel API, each writing,
+// reading back (verify) and cleaning up its own: apply_sets.go
+// (ipset), apply_ipvs.go (IPVS), apply_addrs.go (kube-ipvs0),
+// apply_iptables.go (iptables; per family, the payload written and its
+// reconcile.Stamp). graceful.go tracks draining real servers, sysctl.go
+// sets the sysctls up.
 //
 // # Kernel access
 //

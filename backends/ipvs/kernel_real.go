@@ -130,6 +130,23 @@ func (l *lockedIPVS) SetConfig(c *ipvs.Config) error {
 	return l.h.SetConfig(c)
 }
 
+// ReadTable implements IPVS with one read of /proc/net/ip_vs (parsed by
+// parseProcTable, proc_table.go). The thread's own view
+// (/proc/thread-self) is read: /proc/self/net would show the namespace of
+// the process's main thread, not the one nsrun entered.
+func (l *lockedIPVS) ReadTable() ([]TableEntry, error) {
+	var data []byte
+	err := l.ns.Do(func() error {
+		var err error
+		data, err = os.ReadFile("/proc/thread-self/net/ip_vs")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read IPVS table: %w", err)
+	}
+	return parseProcTable(data)
+}
+
 // netlinkHandle is the real Netlink: an rtnetlink-only handle (opening
 // the XFRM and netfilter families too would need modules a node may not
 // have loaded).

@@ -2,6 +2,9 @@ package ipvs
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 )
 
 // collector reads the kernel's IPVS table at scrape time: the number of
@@ -73,4 +76,26 @@ func newRepairCounter() *prometheus.CounterVec {
 		Help: "(Deprecated: use switchyard_rules_repaired_total.) Syncs that found IPVS mode kernel state changed or removed outside switchyard and restored it, " +
 			"per kind (iptables, ipset, interface, virtual_server, real_server) and IP family (ipv4, ipv6).",
 	}, []string{"kind", "family"})
+}
+
+// repairMetrics counts the repairs of each successful sync, per kind and
+// family, in switchyard_rules_repaired_total and the deprecated
+// switchyard_ipvs_state_repaired_total.
+type repairMetrics struct {
+	deprecated *prometheus.CounterVec
+	rules      *reconcile.Repairs
+}
+
+// record counts what a verification found and the sync repaired.
+func (r repairMetrics) record(d *damage) {
+	if !d.any() {
+		return
+	}
+	n := 0
+	for k, found := range d.found {
+		r.deprecated.WithLabelValues(k.kind, familyLabel(k.family)).Inc()
+		r.rules.Record(k.kind, k.family)
+		n += len(found)
+	}
+	klog.InfoS("Repaired IPVS mode kernel state", "kinds", len(d.found), "differences", n)
 }

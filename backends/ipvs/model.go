@@ -8,11 +8,13 @@ import (
 
 // model is the desired kernel state: every port's rendering plus the
 // aggregates the kernel sees (a virtual server, an address or a set entry
-// can be wanted by several ports). Ports are replaced one at a time and
-// the aggregates keep track of what changed, so a partial sync touches
-// only that.
+// can be wanted by several ports). Ports are replaced one at a time
+// (renderPorts) and the aggregates keep track of what changed, so a
+// partial sync touches only that. It holds no kernel handle: the
+// appliers read it.
 type model struct {
 	ports   map[portKey]*portRender
+	marks   *markAllocator // internal-traffic fwmarks, per port
 	owners  map[vsKey]map[portKey]*virtualServer
 	addrs   map[netip.Addr]int
 	entries map[setEntry]int
@@ -22,9 +24,10 @@ type model struct {
 	peaks     struct{ ports, owners, addrs, entries shrink.Peak }
 }
 
-func newModel() *model {
+func newModel(markMask uint32) *model {
 	return &model{
 		ports:     map[portKey]*portRender{},
+		marks:     newMarkAllocator(markMask),
 		owners:    map[vsKey]map[portKey]*virtualServer{},
 		addrs:     map[netip.Addr]int{},
 		entries:   map[setEntry]int{},

@@ -3,7 +3,6 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
@@ -12,22 +11,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
-
-// ReadTable implements IPVS with one read of /proc/net/ip_vs. The
-// thread's own view (/proc/thread-self) is read: /proc/self/net would show
-// the namespace of the process's main thread, not the one nsrun entered.
-func (l *lockedIPVS) ReadTable() ([]TableEntry, error) {
-	var data []byte
-	err := l.ns.Do(func() error {
-		var err error
-		data, err = os.ReadFile("/proc/thread-self/net/ip_vs")
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read IPVS table: %w", err)
-	}
-	return parseProcTable(data)
-}
 
 // parseProcTable reads the text of /proc/net/ip_vs (the kernel's
 // ip_vs_info_seq_show): a line per virtual server, then an indented

@@ -1,15 +1,23 @@
 package ipvs
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
+
+// Render turns the snapshot into what the kernel should hold, without
+// I/O: a sync calls renderPorts for the ports it must render, which puts
+// each port's rendering (renderPort: virtual servers, addresses, set
+// entries, filter and nat rules) into the model. rules.go holds the
+// iptables text (the static chains and the payload), sets.go the sets.
 
 // portKey names the rendering of one service port in one family.
 type portKey struct {
@@ -43,6 +51,93 @@ type renderContext struct {
 	node      proxier.NodeInfo
 	nodeAddrs []netip.Addr // NodePort addresses of the family
 	markMask  uint32
+}
+
+// renderContexts are this sync's contexts, one per configured family.
+func renderContexts(c *Config, node proxier.NodeInfo) map[v1.IPFamily]*renderContext {
+	out := map[v1.IPFamily]*renderContext{}
+	for _, f := range c.families() {
+		out[f] = &renderContext{family: f, scheduler: c.scheduler(), node: node,
+			nodeAddrs: nodePortAddrs(node.Addresses, f, c.nodePortPrefixes(f)),
+			markMask:  c.internalMarkMask()}
+	}
+	return out
+}
+
+// nodePortAddrs are the node's addresses of the family that NodePorts
+// listen on.
+func nodePortAddrs(all []netip.Addr, f v1.IPFamily, prefixes []netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range all {
+		a = a.Unmap()
+		if proxier.FamilyOf(a) != f {
+			continue
+		}
+		if prefixes == nil || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// portsToRender are the ports a sync renders: every port the model or
+// the state has on a full sync, the ports the diff names otherwise.
+func portsToRender(m *model, state *proxier.State, diff *proxier.Diff, full bool) map[proxier.ServicePortName]struct{} {
+	if !full {
+		if diff == nil {
+			return nil
+		}
+		return diff.Changed
+	}
+	names := map[proxier.ServicePortName]struct{}{}
+	for k := range m.ports {
+		names[k.Name] = struct{}{}
+	}
+	for n := range state.Services {
+		names[n] = struct{}{}
+	}
+	return names
+}
+
+// renderPorts renders the named ports in every family into the model and
+// returns the kernel objects whose desired state may have changed.
+func renderPorts(m *model, state *proxier.State, names map[proxier.ServicePortName]struct{}, contexts map[v1.IPFamily]*renderContext) *touched {
+	t := newTouched()
+	for n := range names {
+		for f, rc := range contexts {
+			renderInto(m, rc, portKey{Family: f, Name: n}, state, t)
+		}
+	}
+	m.compact()
+	return t
+}
+
+// renderInto replaces one port's rendering in the model (a port gone
+// from the state is removed).
+func renderInto(m *model, rc *renderContext, k portKey, state *proxier.State, t *touched) {
+	sp := state.Services[k.Name]
+	if sp == nil {
+		m.marks.release(k)
+		m.set(k, nil, t)
+		return
+	}
+	m.set(k, renderPort(rc, sp, state.Endpoints[k.Name], portMark(m.marks, rc, k, sp)), t)
+}
+
+// portMark is the port's internal-traffic fwmark: allocated while it
+// needs one (needsMark), 0 otherwise or when none is left.
+func portMark(marks *markAllocator, rc *renderContext, k portKey, sp *proxier.ServicePort) uint32 {
+	if !needsMark(rc, sp) {
+		marks.release(k)
+		return 0
+	}
+	mark := marks.get(k)
+	if mark == 0 {
+		klog.InfoS("No internal-traffic mark left: pods reach only local endpoints through external addresses",
+			"servicePort", k, "mask", fmt.Sprintf("%#x", rc.markMask))
+	}
+	return mark
 }
 
 // selected are the endpoint sets of one service port in one family, from

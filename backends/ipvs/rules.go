@@ -259,6 +259,60 @@ func payload(st staticRules, filterRules, natRules []string) []byte {
 	return []byte(b.String())
 }
 
+// iptablesPayloads are the restore inputs of every family: the static
+// rules, whose local-traffic match follows the node (NodeCIDR detection
+// follows its pod CIDRs), and every port's rules from the model.
+func iptablesPayloads(c *Config, node proxier.NodeInfo, m *model) map[v1.IPFamily][]byte {
+	out := map[v1.IPFamily][]byte{}
+	for _, f := range c.families() {
+		filter, nat := portRules(m, f)
+		out[f] = payload(renderStatic(c, f, c.LocalDetector.Match(f, node)), filter, nat)
+	}
+	return out
+}
+
+// portRules collects the per-port rules of a family, ordered by port
+// name so the payload is stable.
+func portRules(m *model, f v1.IPFamily) (filter, nat []string) {
+	keys := make([]portKey, 0, len(m.ports))
+	for k, r := range m.ports {
+		if k.Family == f && (len(r.filter) > 0 || len(r.nat) > 0) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, c portKey) int { return cmpString(a.String(), c.String()) })
+	for _, k := range keys {
+		r := m.ports[k]
+		filter = append(filter, r.filter...)
+		nat = append(nat, r.nat...)
+	}
+	return filter, nat
+}
+
+// withJumps adds "-I CHAIN 1 ..." lines at the end of each table's
+// section, last jump first so they end up in order.
+func withJumps(data []byte, missing []jump) []byte {
+	if len(missing) == 0 {
+		return data
+	}
+	out := string(data)
+	for _, table := range []string{"filter", "nat"} {
+		var lines []string
+		for i := len(missing) - 1; i >= 0; i-- {
+			if j := missing[i]; j.table == table {
+				lines = append(lines, j.insertLine())
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		start := strings.Index(out, "*"+table+"\n")
+		end := start + strings.Index(out[start:], "COMMIT\n")
+		out = out[:end] + strings.Join(lines, "\n") + "\n" + out[end:]
+	}
+	return []byte(out)
+}
+
 // OwnsChain reports whether this mode writes the chain: after a takeover
 // such chains are rewritten by the first sync, never swept.
 func OwnsChain(table, name string) bool {

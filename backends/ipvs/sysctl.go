@@ -25,21 +25,21 @@ type sysctl struct{ name, value string }
 //   - ip_forward=1: traffic to remote endpoints is routed;
 //   - with StrictARP, arp_ignore=1 and arp_announce=2 so the node neither
 //     answers nor announces ARP for the addresses on kube-ipvs0.
-func (b *Backend) kernelSettings() ([]sysctl, error) {
+func kernelSettings(c *Config) ([]sysctl, error) {
 	s := []sysctl{
 		{"net/ipv4/vs/conntrack", "1"},
 		{"net/ipv4/vs/expire_nodest_conn", "1"},
 		{"net/ipv4/vs/expire_quiescent_template", "1"},
 		{"net/ipv4/ip_forward", "1"},
 	}
-	release, err := b.k.Sysctl.Get("kernel/osrelease")
+	release, err := c.Sysctl.Get("kernel/osrelease")
 	if err != nil {
 		return nil, fmt.Errorf("read kernel version: %w", err)
 	}
 	if olderThan(release, 5, 9) {
 		s = append(s, sysctl{"net/ipv4/vs/conn_reuse_mode", "0"})
 	}
-	if b.cfg.StrictARP {
+	if c.StrictARP {
 		s = append(s, sysctl{"net/ipv4/conf/all/arp_ignore", "1"}, sysctl{"net/ipv4/conf/all/arp_announce", "2"})
 	}
 	return s, nil
@@ -60,29 +60,28 @@ func olderThan(release string, major, minor int) bool {
 	return maj < major || (maj == major && min < minor)
 }
 
-// setup applies the sysctls and the IPVS timeouts. It runs on full syncs
-// until it succeeded once.
-func (b *Backend) setup() error {
-	settings, err := b.kernelSettings()
+// setupKernel applies the sysctls and the IPVS timeouts. A sync runs it
+// on full syncs until it succeeded once.
+func setupKernel(c *Config) error {
+	settings, err := kernelSettings(c)
 	if err != nil {
 		return err
 	}
 	for _, s := range settings {
-		cur, err := b.k.Sysctl.Get(s.name)
+		cur, err := c.Sysctl.Get(s.name)
 		if err != nil {
 			return fmt.Errorf("sysctl %s: %w", s.name, err)
 		}
 		if cur == s.value {
 			continue
 		}
-		if err := b.k.Sysctl.Set(s.name, s.value); err != nil {
+		if err := c.Sysctl.Set(s.name, s.value); err != nil {
 			return fmt.Errorf("sysctl %s=%s: %w", s.name, s.value, err)
 		}
 		klog.V(2).InfoS("Set sysctl", "name", s.name, "from", cur, "to", s.value)
 	}
-	c := b.cfg
 	if c.TCPTimeout > 0 || c.TCPFinTimeout > 0 || c.UDPTimeout > 0 {
-		err := b.k.IPVS.SetConfig(&ipvs.Config{TimeoutTCP: c.TCPTimeout, TimeoutTCPFin: c.TCPFinTimeout, TimeoutUDP: c.UDPTimeout})
+		err := c.IPVS.SetConfig(&ipvs.Config{TimeoutTCP: c.TCPTimeout, TimeoutTCPFin: c.TCPFinTimeout, TimeoutUDP: c.UDPTimeout})
 		if err != nil {
 			return fmt.Errorf("set IPVS timeouts: %w", err)
 		}

@@ -1,7 +1,6 @@
 package ipvs
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/reconcile"
-	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // Partial syncs write only what their Diff names, and IPVS keeps
@@ -22,26 +20,30 @@ import (
 // part. Here the periodic sync (Diff.Verify, every two thirds of
 // --ipvs-sync-period), and any partial sync once the last check is older
 // than Config.VerifyInterval (changes that keep arriving postpone the
-// periodic one), checks every piece of kernel state this mode owns before
-// it renders, and the same sync repairs only what differs:
+// periodic one: reconcile.Cadence), checks every piece of kernel state
+// this mode owns before it renders (Backend.verify, sync.go), and the
+// same sync repairs only what differs. Each applier reads back its own
+// kernel API:
 //
-//   - iptables, per family (verify_iptables.go): nothing is read while
+//   - iptables, per family (iptablesApplier.verify): nothing is read while
 //     the fingerprint (nf_tables generation, legacy entry counts) shows no
 //     other writer; otherwise every chain's rule count and the jumps from
 //     the built-in chains are compared with what was written, and a
 //     family that differs gets its restore and missing jumps again.
-//   - ipsets: every set's member count (`ipset list -terse`) against the
-//     model's; only when one moved, `ipset save` and the diff a full sync
-//     makes, whose lines go into this sync's restore.
-//   - kube-ipvs0: its addresses are listed (the listing is the cost;
-//     comparing is a map lookup each); a missing link or address makes
-//     this sync reconcile the interface as a full sync does.
-//   - IPVS: one read of the whole table (ReadTable) compared in memory;
-//     the virtual servers found different are reconciled one by one over
-//     netlink, as a partial sync does.
+//   - ipsets (setApplier.verify): every set's member count (`ipset list
+//     -terse`) against the model's; only when one moved, `ipset save` and
+//     the diff a full sync makes, whose lines go into this sync's restore.
+//   - kube-ipvs0 (addressApplier.verify): its addresses are listed (the
+//     listing is the cost; comparing is a map lookup each); a missing link
+//     or address makes this sync reconcile the interface as a full sync
+//     does.
+//   - IPVS (ipvsApplier.verify): one read of the whole table (ReadTable)
+//     compared in memory; the virtual servers found different are
+//     reconciled one by one over netlink, as a partial sync does.
 //
 // Each difference is logged and counted in
-// switchyard_ipvs_state_repaired_total{kind,family}.
+// switchyard_rules_repaired_total{mode="ipvs",kind,ip_family} (and the
+// deprecated switchyard_ipvs_state_repaired_total{kind,family}).
 
 // Values of the kind label of switchyard_rules_repaired_total (and of the
 // deprecated switchyard_ipvs_state_repaired_total).
@@ -114,45 +116,12 @@ func (d *damage) widen(t *touched) {
 	}
 }
 
-// verifyDue says whether a partial sync with diff verifies first.
-func (b *Backend) verifyDue(diff *proxier.Diff) bool {
-	return b.cadence.Due(diff, b.verifiedAt)
-}
-
-// verify compares the kernel with the model as the last sync left it
-// (before this sync renders, so this sync's own changes do not count as
-// damage). A piece that cannot be read is skipped with a log line: the
-// next check retries, and a repair would fail the same way.
-func (b *Backend) verify(ctx context.Context, fps map[v1.IPFamily]fingerprint) *damage {
-	d := newDamage()
-	checks := []struct {
-		what string
-		fn   func() error
-	}{
-		{"iptables", func() error {
-			for _, f := range b.cfg.families() {
-				b.verifyIPTables(ctx, f, fps[f], d)
-			}
-			return nil
-		}},
-		{"ipsets", func() error { return b.verifySets(ctx, d) }},
-		{"kube-ipvs0", func() error { return b.verifyAddresses(d) }},
-		{"IPVS table", func() error { return b.verifyServers(d) }},
-	}
-	var took []any
-	for _, c := range checks {
-		start := b.clock.Now()
-		if err := c.fn(); err != nil {
-			klog.V(2).InfoS("Cannot verify IPVS mode kernel state; will retry", "what", c.what, "err", err)
-		}
-		took = append(took, c.what, b.clock.Since(start))
-	}
-	klog.V(2).InfoS("Verified IPVS mode kernel state", took...)
+// log reports each kind found, with a few of its differences.
+func (d *damage) log() {
 	for _, k := range d.sortedKinds() {
 		klog.InfoS("IPVS mode kernel state changed outside switchyard; repairing it in this sync",
 			"kind", k.kind, "family", familyLabel(k.family), "differences", len(d.found[k]), "found", firstN(d.found[k], 5))
 	}
-	return d
 }
 
 // sortedKinds orders the kinds found for stable log output.
@@ -170,20 +139,6 @@ func firstN(xs []string, n int) []string {
 		return xs
 	}
 	return append(slices.Clone(xs[:n]), fmt.Sprintf("... and %d more", len(xs)-n))
-}
-
-// countRepairs adds the repairs of a successful sync to the metric.
-func (b *Backend) countRepairs(d *damage) {
-	if !d.any() {
-		return
-	}
-	n := 0
-	for k, found := range d.found {
-		b.repairs.WithLabelValues(k.kind, familyLabel(k.family)).Inc()
-		b.rulesRepaired.Record(k.kind, k.family)
-		n += len(found)
-	}
-	klog.InfoS("Repaired IPVS mode kernel state", "kinds", len(d.found), "differences", n)
 }
 
 func familyLabel(f v1.IPFamily) string {

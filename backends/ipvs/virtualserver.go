@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -180,4 +181,28 @@ func destKey(d *ipvs.Destination) (netip.AddrPort, bool) {
 		return netip.AddrPort{}, false
 	}
 	return netip.AddrPortFrom(a.Unmap(), d.Port), true
+}
+
+// addrOf converts a net.IP (nil: invalid).
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// sortedKeys orders keys by their string form (formatted once each).
+func sortedKeys(keys map[vsKey]struct{}) []vsKey {
+	type named struct {
+		k vsKey
+		s string
+	}
+	list := make([]named, 0, len(keys))
+	for k := range keys {
+		list = append(list, named{k, k.String()})
+	}
+	slices.SortFunc(list, func(a, b named) int { return cmpString(a.s, b.s) })
+	out := make([]vsKey, len(list))
+	for i, n := range list {
+		out[i] = n.k
+	}
+	return out
 }
