@@ -123,7 +123,7 @@
 //
 // Everything goes through small interfaces (IPVS, Netlink, ipset.Interface,
 // Sysctl, runner.Interface) bundled in Kernel; NewKernel opens the real ones
-// in a named network namespace (or the current one); backends/ipvs/testing
+// in a named network namespace (or the current one); backends/ipvs/ipvstest
 // has stateful fakes and the packet-flow model. Metrics
 // (switchyard_ipvs_virtual_servers, _real_servers,
 // _real_server_active_connections, _real_server_inactive_connections) are a

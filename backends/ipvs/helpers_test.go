@@ -13,7 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
-	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

@@ -81,7 +81,7 @@ type Sysctl interface {
 }
 
 // Kernel bundles the kernel interfaces the backend is built on. Tests
-// use the fakes of backends/ipvs/testing; NewKernel builds the real ones.
+// use the fakes of backends/ipvs/ipvstest; NewKernel builds the real ones.
 type Kernel struct {
 	IPVS     IPVS
 	Netlink  Netlink

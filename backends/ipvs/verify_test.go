@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
-	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"

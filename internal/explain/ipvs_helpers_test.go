@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
-	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

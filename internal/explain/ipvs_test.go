@@ -13,7 +13,7 @@ import (
 	"github.com/moby/ipvs"
 	v1 "k8s.io/api/core/v1"
 
-	ipvstest "github.com/switchyard-proxy/switchyard/backends/ipvs/testing"
+	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 

@@ -3,7 +3,7 @@
 // Interface is the seam: Save returns `ipset save` text and Restore feeds
 // `ipset restore`. The real implementation (Runner) execs the ipset
 // binary with arguments only, never a shell, optionally inside a named
-// network namespace; backends/ipvs/testing has a strict, stateful fake.
+// network namespace; backends/ipvs/ipvstest has a strict, stateful fake.
 //
 // The package also owns the text format both sides share: parsing restore
 // commands and save output (ParseCommands, ParseSave) and writing entries
