@@ -100,7 +100,7 @@ func TestHollow(t *testing.T) {
 	sleep(t.Context(), afterSeed)
 	cpu0 := cpuOf(t, api)
 	sleep(t.Context(), quietWindow)
-	t.Logf("apiserver CPU with no proxy: %.3f cores over %s", (cpuOf(t, api) - cpu0).Seconds()/quietWindow.Seconds(), quietWindow)
+	t.Logf("apiserver CPU with no proxy: %.3f cores over %s", (cpuOf(t, api)-cpu0).Seconds()/quietWindow.Seconds(), quietWindow)
 	var results []result
 	for _, n := range cfg.counts {
 		for _, proxy := range cfg.proxies {
