@@ -70,6 +70,7 @@ func measure(t *testing.T, r *run) result {
 	defer f.stop()
 	waitReady(t, f)
 	res.ready, res.readyCPU = time.Since(start), cpuOf(t, r.api)-cpu0
+	res.readyProxyCPU = cpuOfAll(t, f.pids())
 	sleep(ctx, settle)
 	cpu0 = cpuOf(t, r.api)
 	sleep(ctx, quietWindow)
