@@ -32,11 +32,12 @@ type child struct {
 
 const tailLines = 20
 
-// startChild starts argv with stdout and stderr into onLine (one
-// goroutine per stream); the stream named by logTo is also copied to that
-// file when it is set.
-func startChild(name string, argv []string, logTo string, onLine func(c *child, line string)) (*child, error) {
+// startChild starts argv, with env added to this process's environment,
+// its stdout and stderr into onLine (one goroutine per stream); stderr is
+// also copied to the file logTo when it is set.
+func startChild(name string, argv, env []string, logTo string, onLine func(c *child, line string)) (*child, error) {
 	c := &child{name: name, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), env...)
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -183,11 +184,16 @@ func (f *fleet) stop() {
 
 // startSwitchyard runs `switchyard hollow --count n`: ready once it prints
 // hollow-ready; each hollow node's sync that names a probe's service port
-// is that node's sighting of the probe.
+// is that node's sighting of the probe. It runs with GOMAXPROCS 2n: each of
+// kubemark's n processes has 2 (the machine's CPUs), and on a machine
+// shared with other work the scheduler shares the CPUs out by thread, so
+// one process of 2 threads would get a tenth of the time ten kubemark
+// processes get.
 func startSwitchyard(bin, kubeconfig, logDir string, n int, book *probeBook, probe func(string) (int, bool)) (*fleet, error) {
 	f := newFleet("switchyard", book, probe, 1)
 	argv := []string{bin, "hollow", "--count", fmt.Sprint(n), "--node-name-prefix", nodePrefix, "--kubeconfig", kubeconfig}
-	c, err := startChild("switchyard-hollow", argv, fmt.Sprintf("%s/switchyard-n%d.log", logDir, n), f.switchyardLine)
+	env := []string{fmt.Sprintf("GOMAXPROCS=%d", 2*n)}
+	c, err := startChild("switchyard-hollow", argv, env, fmt.Sprintf("%s/switchyard-n%d.log", logDir, n), f.switchyardLine)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +226,7 @@ func startKubemark(bin, kubeconfig string, n int, book *probeBook, probe func(st
 	for i := range n {
 		name := fmt.Sprintf("%s%d", nodePrefix, i)
 		argv := []string{bin, "--morph=proxy", "--name=" + name, "--kubeconfig=" + kubeconfig, "-v=0", "--vmodule=config=4"}
-		c, err := startChild(name, argv, "", f.kubemarkLine)
+		c, err := startChild(name, argv, nil, "", f.kubemarkLine)
 		if err != nil {
 			f.stop()
 			return nil, err
