@@ -182,22 +182,35 @@ func (f *fleet) stop() {
 	wg.Wait()
 }
 
-// startSwitchyard runs `switchyard hollow --count n`: ready once it prints
+// startSwitchyard runs `switchyard hollow` for n nodes in procs processes
+// (n/procs nodes each, the first ones one more): ready once each prints
 // hollow-ready; each hollow node's sync that names a probe's service port
-// is that node's sighting of the probe. It runs with GOMAXPROCS 2n: each of
-// kubemark's n processes has 2 (the machine's CPUs), and on a machine
-// shared with other work the scheduler shares the CPUs out by thread, so
-// one process of 2 threads would get a tenth of the time ten kubemark
-// processes get.
-func startSwitchyard(bin, kubeconfig, logDir string, n int, book *probeBook, probe func(string) (int, bool)) (*fleet, error) {
+// is that node's sighting of the probe. A process of c nodes runs with
+// GOMAXPROCS 2c: each of kubemark's processes has 2 (the machine's CPUs),
+// and on a machine shared with other work the scheduler shares the CPUs
+// out by thread, so one process of 2 threads would get a tenth of the time
+// ten kubemark processes get.
+func startSwitchyard(bin, kubeconfig, logDir string, n, procs int, book *probeBook, probe func(string) (int, bool)) (*fleet, error) {
 	f := newFleet("switchyard", book, probe, 1)
-	argv := []string{bin, "hollow", "--count", fmt.Sprint(n), "--node-name-prefix", nodePrefix, "--kubeconfig", kubeconfig}
-	env := []string{fmt.Sprintf("GOMAXPROCS=%d", 2*n)}
-	c, err := startChild("switchyard-hollow", argv, env, fmt.Sprintf("%s/switchyard-n%d.log", logDir, n), f.switchyardLine)
-	if err != nil {
-		return nil, err
+	procs = min(max(procs, 1), n)
+	first := 0
+	for k := range procs {
+		count := n / procs
+		if k < n%procs {
+			count++
+		}
+		argv := []string{bin, "hollow", "--count", fmt.Sprint(count), "--first-index", fmt.Sprint(first),
+			"--node-name-prefix", nodePrefix, "--kubeconfig", kubeconfig}
+		argv = append(argv, strings.Fields(os.Getenv("HOLLOW_SWITCHYARD_ARGS"))...)
+		env := []string{fmt.Sprintf("GOMAXPROCS=%d", 2*count)}
+		c, err := startChild(fmt.Sprintf("switchyard-hollow-%d", k), argv, env, fmt.Sprintf("%s/switchyard-n%d-%d.log", logDir, n, k), f.switchyardLine)
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.children = append(f.children, c)
+		first += count
 	}
-	f.children = []*child{c}
 	return f, nil
 }
 

@@ -23,11 +23,14 @@ import (
 
 // The run's settings, from the environment `make hollow` sets.
 type config struct {
-	counts               []int    // HOLLOW_N: hollow proxies per measurement
-	services             int      // HOLLOW_SERVICES: background Services
-	endpoints            int      // HOLLOW_ENDPOINTS: endpoints of each
-	changes              int      // HOLLOW_CHANGES: endpoint changes measured
-	proxies              []string // HOLLOW_PROXIES: switchyard, kube-proxy
+	counts    []int    // HOLLOW_N: hollow proxies per measurement
+	services  int      // HOLLOW_SERVICES: background Services
+	endpoints int      // HOLLOW_ENDPOINTS: endpoints of each
+	changes   int      // HOLLOW_CHANGES: endpoint changes measured
+	proxies   []string // HOLLOW_PROXIES: switchyard, kube-proxy
+	// switchyardProcs (HOLLOW_SWITCHYARD_PROCS) is how many processes
+	// share out switchyard's N hollow nodes: 1 by default.
+	switchyardProcs      int
 	switchyard, kubemark string
 }
 
@@ -35,7 +38,7 @@ func configFromEnv(t *testing.T) config {
 	t.Helper()
 	c := config{
 		services: envInt(t, "HOLLOW_SERVICES", 1000), endpoints: envInt(t, "HOLLOW_ENDPOINTS", 10),
-		changes: envInt(t, "HOLLOW_CHANGES", 50), proxies: strings.Fields(envOr("HOLLOW_PROXIES", "switchyard kube-proxy")),
+		changes: envInt(t, "HOLLOW_CHANGES", 50), switchyardProcs: envInt(t, "HOLLOW_SWITCHYARD_PROCS", 1), proxies: strings.Fields(envOr("HOLLOW_PROXIES", "switchyard kube-proxy")),
 		switchyard: os.Getenv("SWITCHYARD_BIN"), kubemark: os.Getenv("SWITCHYARD_KUBEMARK"),
 	}
 	for _, f := range strings.Fields(envOr("HOLLOW_N", "5")) {

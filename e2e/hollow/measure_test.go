@@ -58,7 +58,7 @@ func measure(t *testing.T, r *run) result {
 	var err error
 	switch r.proxy {
 	case "switchyard":
-		f, err = startSwitchyard(r.cfg.switchyard, r.cluster.Kubeconfig, r.logDir, r.n, book, keys.lookup)
+		f, err = startSwitchyard(r.cfg.switchyard, r.cluster.Kubeconfig, r.logDir, r.n, r.cfg.switchyardProcs, book, keys.lookup)
 	case "kube-proxy":
 		f, err = startKubemark(r.cfg.kubemark, r.cluster.Kubeconfig, r.n, book, keys.lookup)
 	default:

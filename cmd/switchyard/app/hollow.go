@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/internal/restmetrics"
 	"github.com/switchyard-proxy/switchyard/proxier"
+	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
 // maxHollowCount bounds --count: each hollow node holds its own caches.
@@ -30,7 +31,11 @@ const maxHollowCount = 5000
 type hollowRequest struct {
 	Count  int
 	Prefix string
-	Out    io.Writer
+	// First is the first node's index: the nodes are Prefix+First ..
+	// Prefix+(First+Count-1), so that several processes share out one
+	// set of names.
+	First int
+	Out   io.Writer
 }
 
 // check validates the request: a count in range, and node names the API
@@ -39,6 +44,9 @@ func (r *hollowRequest) check() error {
 	if r.Count < 1 || r.Count > maxHollowCount {
 		return fmt.Errorf("--count %d: want 1 to %d", r.Count, maxHollowCount)
 	}
+	if r.First < 0 {
+		return fmt.Errorf("--first-index %d: want 0 or more", r.First)
+	}
 	last := r.name(r.Count - 1)
 	if errs := validation.IsDNS1123Subdomain(last); len(errs) > 0 {
 		return fmt.Errorf("--node-name-prefix %q: node name %q: %s", r.Prefix, last, strings.Join(errs, "; "))
@@ -46,7 +54,7 @@ func (r *hollowRequest) check() error {
 	return nil
 }
 
-func (r *hollowRequest) name(i int) string { return fmt.Sprintf("%s%d", r.Prefix, i) }
+func (r *hollowRequest) name(i int) string { return fmt.Sprintf("%s%d", r.Prefix, r.First+i) }
 
 type hollowFunc func(ctx context.Context, o *Options, req *hollowRequest) error
 
@@ -59,14 +67,16 @@ func newHollowCommand(run hollowFunc, warn func(string)) *cobra.Command {
 		Long: `hollow runs N node proxies in one process, each as the daemon builds its own
 (informers, change trackers, snapshots, the sync loop, the shared endpoint
 selection), each with its own API connection and watches and its own node name
-(<prefix>0 .. <prefix>N-1), against the API server of --kubeconfig or --master.
+(<prefix><first> .. <prefix><first+N-1>), against the API server of --kubeconfig or --master.
 Their backend programs nothing: it records what it would hold. It never touches
 the kernel. It measures what many nodes cost the control plane.
 
 Every completed sync is one line on stdout:
   hollow-sync node=NAME at=UNIX_NANOS full=BOOL changed=N services=N endpoints=N [names=NS/NAME:PORT,...]
 (names only for a partial sync of at most 16 service ports), and once every node
-has synced once, "hollow-ready count=N heap_live_bytes=B gc_percent=P".`,
+has synced once, "hollow-ready count=N heap_live_bytes=B gc_percent=P".
+With --profiling, --metrics-bind-address serves pprof and the API clients'
+request metrics of all the nodes together.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -88,7 +98,8 @@ has synced once, "hollow-ready count=N heap_live_bytes=B gc_percent=P".`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.IntVar(&req.Count, "count", 1, "how many hollow nodes to run")
-	fs.StringVar(&req.Prefix, "node-name-prefix", "hollow-node-", "the hollow nodes' names are this prefix and an index from 0")
+	fs.StringVar(&req.Prefix, "node-name-prefix", "hollow-node-", "the hollow nodes' names are this prefix and an index from --first-index")
+	fs.IntVar(&req.First, "first-index", 0, "the first hollow node's index")
 	flags.addFlags(fs)
 	addLoggingFlags(fs)
 	return cmd
@@ -123,6 +134,9 @@ func runHollowNodes(ctx context.Context, o *Options, req *hollowRequest, newClie
 			}
 		})
 	}
+	if o.EnableProfiling && o.MetricsBindAddress != "" {
+		wg.Go(func() { serveHollowMetrics(ctx, o) })
+	}
 	klog.InfoS("Hollow nodes started", "count", req.Count, "prefix", req.Prefix)
 	<-ctx.Done()
 	wg.Wait()
@@ -130,6 +144,17 @@ func runHollowNodes(ctx context.Context, o *Options, req *hollowRequest, newClie
 		return err
 	}
 	return nil
+}
+
+// serveHollowMetrics serves, with --profiling, the daemon's metrics server
+// on --metrics-bind-address: pprof, and the API clients' request metrics
+// of every hollow node together. A failure is logged: the nodes run on.
+func serveHollowMetrics(ctx context.Context, o *Options) {
+	reg := metrics.NewRegistry()
+	reg.MustRegister(restmetrics.Collectors()...)
+	if err := serveMetrics(ctx, o, serverHandlers{reg: reg}); err != nil {
+		klog.ErrorS(err, "Hollow metrics server failed", "address", o.MetricsBindAddress)
+	}
 }
 
 // hollowFamilies: without a node to read them from (the kernel is not

@@ -35,15 +35,15 @@ func executeHollow(t *testing.T, args ...string) (*hollowRequest, *Options, erro
 }
 
 func TestHollowArgs(t *testing.T) {
-	req, o, err := executeHollow(t, "--count=7", "--node-name-prefix=h-", "--kubeconfig=/k")
+	req, o, err := executeHollow(t, "--count=7", "--node-name-prefix=h-", "--first-index=10", "--kubeconfig=/k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Count != 7 || req.name(6) != "h-6" || o.Kubeconfig != "/k" {
+	if req.Count != 7 || req.name(0) != "h-10" || req.name(6) != "h-16" || o.Kubeconfig != "/k" {
 		t.Errorf("request %+v, kubeconfig %q", req, o.Kubeconfig)
 	}
 	for _, bad := range [][]string{
-		{"--count=0"}, {"--count=-1"}, {fmt.Sprintf("--count=%d", maxHollowCount+1)}, {"--node-name-prefix=Bad_"},
+		{"--count=0"}, {"--count=-1"}, {"--first-index=-1"}, {fmt.Sprintf("--count=%d", maxHollowCount+1)}, {"--node-name-prefix=Bad_"},
 		{"--cleanup"}, {"--init-only"}, {"--proxy-mode=bogus"}, {"extra"},
 	} {
 		if _, _, err := executeHollow(t, bad...); err == nil {
