@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -175,3 +177,45 @@ func mustOptions(t *testing.T) *Options {
 }
 
 func recordingSync() recording.Sync { return recording.Sync{At: time.Now(), Full: true} }
+
+// With --profiling the hollow process serves pprof and the clients'
+// request metrics on the metrics address.
+func TestHollowProfilingServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, o, err := executeHollow(t, "--profiling", "--metrics-bind-address="+addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- runHollowNodes(ctx, o, &hollowRequest{Count: 1, Prefix: "h-", Out: &syncBuffer{}}, func(*Options) (kubeapi.Client, error) {
+			return clientset.New(cs), nil
+		})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("pprof: %s", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no profiling server on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
