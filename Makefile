@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -64,6 +64,23 @@ bench:
 # make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
 bench-dataplane:
 	hack/bench/dataplane.sh
+
+# N hollow proxies against one real apiserver holding SERVICES Services,
+# switchyard's (`switchyard hollow --count N`, one process) then upstream's
+# (N `kubemark --morph=proxy`), at each N in turn: the apiserver's CPU and
+# RSS, watch bytes, memory per proxy, an endpoint change's fan-out to all N
+# (docs/scale.md, "100 hollow nodes"; not part of `make test`):
+# make hollow [N="10 50 100"] [SERVICES=10000] [ENDPOINTS=10] [CHANGES=50] [PROXIES="switchyard kube-proxy"]
+N ?= 10 50 100
+SERVICES ?= 10000
+ENDPOINTS ?= 10
+CHANGES ?= 50
+PROXIES ?= switchyard kube-proxy
+hollow: build
+	@kubemark="$$(hack/build-tools.sh kubemark | tail -n1)/kubemark" && \
+	  SWITCHYARD_BIN=$(CURDIR)/$(BIN) SWITCHYARD_KUBEMARK=$$kubemark HOLLOW_N="$(N)" HOLLOW_SERVICES=$(SERVICES) \
+	  HOLLOW_ENDPOINTS=$(ENDPOINTS) HOLLOW_CHANGES=$(CHANGES) HOLLOW_PROXIES="$(PROXIES)" \
+	  $(GO) test -tags e2e -count=1 -timeout 180m -run '^TestHollow$$' -v ./e2e/hollow/
 
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables

@@ -3,6 +3,7 @@
 # and local node run against, each from a pinned module under hack/tools:
 #   hack/tools             kube-apiserver kubectl etcd kube-proxy kubelet
 #                          kube-controller-manager kube-scheduler agnhost
+#                          kubemark (its --morph=proxy is the hollow proxy)
 #                          (Kubernetes v1.37.1, etcd v3.7)
 #   hack/tools/containerd  containerd containerd-shim-runc-v2 ctr
 #   hack/tools/runc        runc (cgo, seccomp: needs libseccomp-dev)
@@ -28,7 +29,7 @@ cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 # built from.
 module_of() {
   case "$1" in
-    kube-apiserver|kube-proxy|kubectl|etcd|kubelet|kube-controller-manager|kube-scheduler|agnhost) echo . ;;
+    kube-apiserver|kube-proxy|kubectl|etcd|kubelet|kube-controller-manager|kube-scheduler|agnhost|kubemark) echo . ;;
     containerd|containerd-shim-runc-v2|ctr) echo containerd ;;
     runc) echo runc ;;
     coredns) echo coredns ;;
@@ -40,7 +41,7 @@ module_of() {
 
 pkg_of() {
   case "$1" in
-    kube-apiserver|kube-proxy|kubectl|kubelet|kube-controller-manager|kube-scheduler) echo "k8s.io/kubernetes/cmd/$1" ;;
+    kube-apiserver|kube-proxy|kubectl|kubelet|kube-controller-manager|kube-scheduler|kubemark) echo "k8s.io/kubernetes/cmd/$1" ;;
     agnhost) echo k8s.io/kubernetes/test/images/agnhost ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     containerd|containerd-shim-runc-v2|ctr) echo "github.com/containerd/containerd/v2/cmd/$1" ;;

@@ -16,8 +16,8 @@ var Version = "dev"
 
 // NewCommand returns the switchyard root command. Executing it parses flags
 // and the optional --config file, validates everything, then calls run with
-// the resulting Options; run's error is returned unchanged. Its subcommand
-// explain (runExplain) takes the same flags.
+// the resulting Options; run's error is returned unchanged. Its subcommands
+// explain (runExplain) and hollow (runHollow) take the same flags.
 func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
 	withLogging := func(ctx context.Context, o *Options) error {
 		if err := applyLogging(o); err != nil {
@@ -32,6 +32,12 @@ func NewCommand(run func(context.Context, *Options) error) *cobra.Command {
 			return fmt.Errorf("logging: %w", err)
 		}
 		return runExplain(ctx, o, req)
+	}, warn))
+	cmd.AddCommand(newHollowCommand(func(ctx context.Context, o *Options, req *hollowRequest) error {
+		if err := applyLogging(o); err != nil {
+			return fmt.Errorf("logging: %w", err)
+		}
+		return runHollow(ctx, o, req)
 	}, warn))
 	return cmd
 }

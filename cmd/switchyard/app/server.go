@@ -73,20 +73,33 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	relays := relayTableOf(backend)
 	backend = newFullSyncGC(backend)
-	minSync, maxSync := o.SyncPeriods()
-	health := healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
-		HealthTimeout: 2 * maxSync, Metrics: m,
-	})
+	health := newProxierHealth(o, m)
 	svcHealth := healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
 		NodeAddresses: nil, Proxier: health,
 	})
 	defer svcHealth.Close()
-	p := proxier.New(client, backend, proxier.Config{
+	p := newNodeProxier(o, client, nodeName, backend, m, health, svcHealth, hooks...)
+	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
+	return runAll(ctx, o, serverHandlers{reg: reg, relays: relays}, health, p)
+}
+
+// newProxierHealth is the /healthz and /livez state of one node's proxier.
+func newProxierHealth(o *Options, m *metrics.Metrics) *healthcheck.ProxierHealthServer {
+	_, maxSync := o.SyncPeriods()
+	return healthcheck.NewProxierHealthServer(healthcheck.ProxierHealthConfig{
+		HealthTimeout: 2 * maxSync, Metrics: m,
+	})
+}
+
+// newNodeProxier wires one node's proxier from the options: the daemon's,
+// and each of `switchyard hollow`'s. svcHealth may be nil.
+func newNodeProxier(o *Options, client kubeapi.Client, nodeName string, backend proxier.Backend, m *metrics.Metrics,
+	health *healthcheck.ProxierHealthServer, svcHealth proxier.ServiceHealth, hooks ...proxier.PostSyncHook) *proxier.Proxier {
+	minSync, maxSync := o.SyncPeriods()
+	return proxier.New(client, backend, proxier.Config{
 		NodeName: nodeName, ServiceProxyName: o.ServiceProxyName,
 		MinSyncPeriod: minSync, SyncPeriod: maxSync, Family: o.PrimaryFamily, Families: o.Families,
 	}, m, health, svcHealth, hooks...)
-	klog.InfoS("Starting switchyard", "version", Version, "mode", o.Mode, "node", nodeName)
-	return runAll(ctx, o, serverHandlers{reg: reg, relays: relays}, health, p)
 }
 
 // serverHandlers is what the metrics server serves besides the mode.
@@ -231,6 +244,15 @@ func metricsMux(o *Options, h serverHandlers) *http.ServeMux {
 // newClient uses the kubeconfig/master when given, in-cluster config
 // otherwise (the DaemonSet case).
 func newClient(o *Options) (kubeapi.Client, error) {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	return kubeapi.New(cfg)
+}
+
+// restConfig is the API client's configuration from the options.
+func restConfig(o *Options) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if o.Kubeconfig == "" && o.Master == "" {
@@ -247,7 +269,7 @@ func newClient(o *Options) (kubeapi.Client, error) {
 		cfg.ContentType = o.KubeAPIContentType
 	}
 	cfg.AcceptContentTypes = o.KubeAPIAcceptContentTypes
-	return kubeapi.New(cfg)
+	return cfg, nil
 }
 
 func nodeName(o *Options) (string, error) {
