@@ -57,55 +57,21 @@ func (b *Backend) Sync(ctx context.Context, st *proxier.State, diff *proxier.Dif
 	var res proxier.SyncResult
 	var errs []error
 	for _, f := range b.families {
-		r, err := b.syncFamily(ctx, f, st, diff)
+		r, err := f.sync(ctx, b.conn, b.cadence, st, diff)
 		res.Full = res.Full || r.full
 		if err != nil {
-			f.needFull = true
 			b.metrics.syncFailures.Inc()
 			errs = append(errs, fmt.Errorf("nftables %s: %w", f.fc.nft, err))
 			continue
+		}
+		if r.repaired {
+			b.repairs.Record(reconcile.KindNFTables, f.fc.family)
 		}
 		b.metrics.record(r)
 		klog.V(2).InfoS("nftables sync done", "family", f.fc.nft, "full", r.full,
 			"rulesWritten", r.rules, "elementsAdded", r.added, "elementsDeleted", r.deleted)
 	}
 	return res, errors.Join(errs...)
-}
-
-func (b *Backend) syncFamily(ctx context.Context, f *familySync, st *proxier.State, diff *proxier.Diff) (syncResult, error) {
-	full := diff == nil || diff.Full || f.needFull || f.localMatchChanged(st)
-	damaged := false
-	if !full && b.cadence.Due(diff, f.verifiedAt) {
-		f.verifiedAt = b.cadence.Now()
-		intact, err := f.verify(ctx, b.conn)
-		if err != nil {
-			return syncResult{}, err
-		}
-		full, damaged = !intact, !intact
-	}
-	// A partial sync may take the generation after its commit as ours
-	// only if nobody else committed since our last one: otherwise a
-	// foreign change would be absorbed and the next check would miss it.
-	untouched := full || f.untouched(ctx, b.conn)
-	var r syncResult
-	var err error
-	if full {
-		r, err = f.full(ctx, b.conn, st)
-	} else {
-		r, err = f.partial(ctx, b.conn, st, diff)
-	}
-	if err != nil {
-		return r, err
-	}
-	if full {
-		f.verifiedAt = b.cadence.Now()
-	}
-	if damaged {
-		b.repairs.Record(reconcile.KindNFTables, f.fc.family)
-	}
-	gen, gerr := b.conn.Generation(ctx)
-	f.stamp.Record(uint64(gen), gerr == nil, untouched)
-	return r, nil
 }
 
 // Cleanup deletes the kube-proxy table of every configured family; a
@@ -120,7 +86,6 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		f.reset()
-		f.needFull = true
 	}
 	return errors.Join(errs...)
 }
@@ -140,7 +105,6 @@ func (b *Backend) RemoveTables(ctx context.Context) ([]string, error) {
 			removed = append(removed, fmt.Sprintf("%s %s", f.fc.nft, TableName))
 		}
 		f.reset()
-		f.needFull = true
 	}
 	return removed, errors.Join(errs...)
 }
@@ -175,15 +139,6 @@ func FamilyOf(f v1.IPFamily) ruleset.Family {
 		return ruleset.IPv6
 	}
 	return ruleset.IPv4
-}
-
-// localMatchChanged reports whether the local-traffic match differs from
-// the one the rules in force were rendered with (NodeCIDR mode: the
-// node's pod CIDRs arrived or changed). The rules of every port hold it,
-// so a partial sync would leave the unchanged ones stale.
-func (f *familySync) localMatchChanged(st *proxier.State) bool {
-	prev := f.w.node
-	return prev != nil && st != nil && f.fc.localMatch(*prev) != f.fc.localMatch(st.Node)
 }
 
 // RemoveLeftovers deletes, from a kube-proxy table that kube-proxy's

@@ -58,10 +58,10 @@ type chunkPlan struct {
 	elements map[string]*liveSet
 }
 
-// fullChunked writes the whole table a service port at a time, each chunk
-// carrying up to chunkObjects rules and elements. The first chunk creates
-// the table, its shared sets and maps and its regular table-wide chains;
-// the last adds the chains the hooks enter by.
+// writeChunked writes the whole table into plan's table a service port
+// at a time, each chunk carrying up to chunkObjects rules and elements.
+// The first chunk creates the table, its shared sets and maps and its
+// regular table-wide chains; the last adds the chains the hooks enter by.
 //
 // A table nothing reaches yet (none, or one a failed sync left) gets a
 // commit per chunk: until the last no packet sees it, so the ruleset still
@@ -69,26 +69,14 @@ type chunkPlan struct {
 // next full sync deletes and writes again. A live table gets one
 // transaction, its chunks encoded as they are rendered (Conn.Append), so
 // the rules in force change at once. Either way no step holds the whole
-// table rendered.
-func (f *familySync) fullChunked(ctx context.Context, conn Conn, st *proxier.State, plan chunkPlan) (syncResult, error) {
-	c, err := f.writeChunked(ctx, conn, st, plan)
-	if err != nil {
-		return c.result(), err
-	}
-	f.w, f.orders, f.needFull, f.restarted = c.w, c.orders, false, false
-	f.closeHandover(ctx, conn)
-	return c.result(), nil
-}
-
-// writeChunked renders the state a chunk at a time into plan's table.
-func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.State, plan chunkPlan) (*chunker, error) {
+// table rendered. The chunker returned holds what was written.
+func writeChunked(ctx context.Context, conn Conn, r *portRenderer, st *proxier.State, plan chunkPlan) (*chunker, error) {
 	if plan.table == "" {
 		plan.table = TableName
 	}
-	c := &chunker{f: f, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, f.ids.next), local: f.fc.localMatch(st.Node)}
+	c := &chunker{r: r, conn: conn, plan: plan, w: newWritten(), orders: make(groupOrders, 0, r.ids.next)}
 	c.w.node = &st.Node
 	c.begin()
-	r := f.renderer(st.Node)
 	for _, name := range plan.names {
 		o := r.render(st.Services[name], st.Endpoints[name])
 		if o == nil {
@@ -106,7 +94,7 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 	if err := c.commit(ctx, true); err != nil {
 		return c, err
 	}
-	klog.V(2).InfoS("nftables table written in chunks", "family", f.fc.nft, "table", plan.table, "live", plan.live,
+	klog.V(2).InfoS("nftables table written in chunks", "family", r.fc.nft, "table", plan.table, "live", plan.live,
 		"chunks", c.chunks, "chainsKept", c.kept, "elementsKept", c.keptElements)
 	return c, nil
 }
@@ -114,13 +102,12 @@ func (f *familySync) writeChunked(ctx context.Context, conn Conn, st *proxier.St
 // chunker stages one transaction of a chunked sync at a time, and keeps
 // what the whole sync wrote.
 type chunker struct {
-	f      *familySync
+	r      *portRenderer // the family's, for this sync's node
 	conn   Conn
 	plan   chunkPlan
 	tx     *ruleset.Transaction
 	d      *desiredTable // the staged chunk's objects
-	local  proxier.LocalMatch
-	size   int // its rules and elements
+	size   int           // its rules and elements
 	w      *written
 	orders groupOrders
 	// existing names the live table's chains (plan.kept set).
@@ -142,7 +129,7 @@ func (c *chunker) begin() {
 	c.tx.AddTable()
 	if c.plan.live {
 		tableWide := map[string]bool{}
-		for _, ch := range baseChains(c.f.fc, c.local) {
+		for _, ch := range baseChains(c.r.fc, c.r.local) {
 			tableWide[ch.Name] = true
 		}
 		for _, ch := range c.plan.existing.Chains {
@@ -157,23 +144,23 @@ func (c *chunker) begin() {
 			}
 		}
 	}
-	sets := baseSets(c.f.fc)
-	for i := range c.f.ids.mapCount() {
+	sets := baseSets(c.r.fc)
+	for i := range c.r.ids.mapCount() {
 		sets = append(sets, endpointMapSet(endpointMap(i)))
 	}
-	c.add(baseChainsWhere(c.f.fc, c.local, false), sets, nil)
+	c.add(baseChainsWhere(c.r.fc, c.r.local, false), sets, nil)
 }
 
 // end stages the chains the hooks enter by and, over a live table, the
 // deletion of the chains and sets no longer wanted.
 func (c *chunker) end() {
-	c.add(baseChainsWhere(c.f.fc, c.local, true), nil, nil)
+	c.add(baseChainsWhere(c.r.fc, c.r.local, true), nil, nil)
 	if !c.plan.live {
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.plan.elements)) {
 		ls := c.plan.elements[name]
-		if els := ls.leftover(c.f.fc.nft); len(els) > 0 && c.wantedSet(name) {
+		if els := ls.leftover(c.r.fc.nft); len(els) > 0 && c.wantedSet(name) {
 			c.tx.DeleteElements(ls.set, els) // before the chains they jump to go
 		}
 	}
@@ -253,7 +240,7 @@ func baseChainsWhere(fc *familyConfig, local proxier.LocalMatch, hooked bool) []
 }
 
 func (c *chunker) next() {
-	c.tx = ruleset.NewTransaction(c.f.fc.nft, c.plan.table)
+	c.tx = ruleset.NewTransaction(c.r.fc.nft, c.plan.table)
 	c.d = &desiredTable{elements: map[string][]ruleset.Element{}, deletes: map[string][]ruleset.Element{}, hairpin: c.w.hairpin}
 	c.size = 0
 }
@@ -310,6 +297,32 @@ func (c *chunker) commit(ctx context.Context, last bool) error {
 
 func (c *chunker) result() syncResult {
 	return syncResult{full: true, rules: c.rules, added: c.added, deleted: c.deleted}
+}
+
+// desiredTable is a render, or a chunk of one, of one family.
+type desiredTable struct {
+	chains   []*ruleset.Chain // table-wide chains first, then per port in order
+	sets     []*ruleset.Set
+	elements map[string][]ruleset.Element
+	// deletes are elements of the live table to delete before elements
+	// are added (a full sync over it).
+	deletes map[string][]ruleset.Element
+	hairpin *addrCounts
+}
+
+// fresh drops the hairpin set's elements of addresses already written:
+// that set gets each address once.
+func (d *desiredTable) fresh(set string, els []ruleset.Element) []ruleset.Element {
+	if set != setHairpin {
+		return els
+	}
+	out := els[:0:0]
+	for _, e := range els {
+		if d.hairpin.inc(e.Key[0].Addr) == 1 {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // writeChunk stages a chunk: its sets, its chains, their rules, then its

@@ -123,3 +123,28 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 func (fc *familyConfig) localMatch(node proxier.NodeInfo) proxier.LocalMatch {
 	return fc.localDetector.Match(fc.family, node)
 }
+
+// groupsOf lists the endpoint groups a service port uses in the family:
+// none when the family's table has nothing of it (a single-stack port in
+// the other family's table takes no identifier, and no map slot).
+func (fc *familyConfig) groupsOf(sp *proxier.ServicePort) []groupKey {
+	if !fc.serves(sp) {
+		return nil
+	}
+	var out []groupKey
+	if sp.UsesClusterEndpoints() {
+		out = append(out, groupKey{name: sp.Name})
+	}
+	if sp.UsesLocalEndpoints() {
+		out = append(out, groupKey{name: sp.Name, local: true})
+	}
+	return out
+}
+
+// serves tells whether the family's table has anything of the port: a
+// usable protocol, a cluster IP of the family, a port number.
+func (fc *familyConfig) serves(sp *proxier.ServicePort) bool {
+	_, ok := ProtocolNumber(sp.Protocol)
+	cip, hasIP := sp.ClusterIP(fc.family)
+	return ok && hasIP && cip.IsValid() && sp.Port != 0
+}

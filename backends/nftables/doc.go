@@ -84,6 +84,17 @@
 // transaction changes nothing (the kernel commits all or nothing); the
 // error is returned and counted, and the next sync is full.
 //
+// Reading the code, one sync in order: Backend.Sync (backend.go) hands
+// each family to familySync.sync (sync.go), which decides full or
+// partial, runs the periodic check, counts a repair and stamps the
+// generation. A partial sync (partial.go) renders the changed ports as
+// written and as wanted (render_port.go, its chains render_chains.go,
+// endpoint groups groups.go), stages the element difference (delta, in
+// the same file) and commits one transaction through Conn (netlink.go).
+// A full sync (full.go) numbers the groups, reads a restarted table back
+// (readback.go) and writes in chunks (chunked.go), through the handover
+// table over another program's table (handover.go).
+//
 // Render is pure (State -> ruleset objects); Conn is the only I/O; the
 // strict fake in testing applies transactions as the kernel would.
 package nftables

@@ -30,36 +30,39 @@ import (
 // died between the steps is deleted by the next full sync.
 const HandoverTable = "kube-proxy-handover"
 
-// replaceForeign runs steps 1-4 for a foreign table. A failure leaves a
-// table the next full sync can start from: the foreign one (step 1), or
-// the handover table serving beside ours unreachable (step 3).
-func (f *familySync) replaceForeign(ctx context.Context, conn Conn, st *proxier.State, names []proxier.ServicePortName, foreign TableObjects) (syncResult, error) {
+// replaceForeign runs steps 1 and 2 for a foreign table: write, given
+// a plan, renders the whole ruleset into the plan's table. The caller
+// then runs step 3 (a full sync of its own table) and 4
+// (closeHandover). A failure leaves a table the next full sync can start
+// from: the foreign one (step 1), or the handover table serving beside
+// ours unreachable (step 3).
+func replaceForeign(ctx context.Context, conn Conn, fam ruleset.Family, names []proxier.ServicePortName, foreign TableObjects, write func(chunkPlan) error) error {
 	klog.InfoS("Replacing a kube-proxy table another program created, through a handover table",
-		"family", f.fc.nft, "table", TableName, "chains", len(foreign.Chains), "sets", len(foreign.Sets), "handover", HandoverTable)
-	_, exists, err := conn.ListObjects(ctx, f.fc.nft, HandoverTable)
+		"family", fam, "table", TableName, "chains", len(foreign.Chains), "sets", len(foreign.Sets), "handover", HandoverTable)
+	_, exists, err := conn.ListObjects(ctx, fam, HandoverTable)
 	if err != nil {
-		return syncResult{full: true}, fmt.Errorf("listing table %s %s: %w", f.fc.nft, HandoverTable, err)
+		return fmt.Errorf("listing table %s %s: %w", fam, HandoverTable, err)
 	}
-	if _, err := f.writeChunked(ctx, conn, st, chunkPlan{names: names, table: HandoverTable, recreate: exists}); err != nil {
-		return syncResult{full: true}, fmt.Errorf("handover table %s %s: %w", f.fc.nft, HandoverTable, err)
+	if err := write(chunkPlan{names: names, table: HandoverTable, recreate: exists}); err != nil {
+		return fmt.Errorf("handover table %s %s: %w", fam, HandoverTable, err)
 	}
-	tx := ruleset.NewTransaction(f.fc.nft, TableName)
+	tx := ruleset.NewTransaction(fam, TableName)
 	tx.DeleteTable()
 	if err := conn.Run(ctx, tx); err != nil {
-		return syncResult{full: true}, fmt.Errorf("deleting the foreign table %s %s: %w", f.fc.nft, TableName, err)
+		return fmt.Errorf("deleting the foreign table %s %s: %w", fam, TableName, err)
 	}
-	return f.fullChunked(ctx, conn, st, chunkPlan{names: names})
+	return nil
 }
 
-// closeHandover is step 3, and removes a handover table a previous
+// closeHandover is step 4, and removes a handover table a previous
 // daemon left. A failure is logged: the next full sync tries again.
-func (f *familySync) closeHandover(ctx context.Context, conn Conn) {
-	existed, err := cleanupTable(ctx, conn, f.fc.nft, HandoverTable)
+func closeHandover(ctx context.Context, conn Conn, fam ruleset.Family) {
+	existed, err := cleanupTable(ctx, conn, fam, HandoverTable)
 	if err != nil {
-		klog.ErrorS(err, "Failed to delete the handover table; the next full sync retries", "family", f.fc.nft)
+		klog.ErrorS(err, "Failed to delete the handover table; the next full sync retries", "family", fam)
 		return
 	}
 	if existed {
-		klog.InfoS("Deleted the handover table", "family", f.fc.nft, "table", HandoverTable)
+		klog.InfoS("Deleted the handover table", "family", fam, "table", HandoverTable)
 	}
 }

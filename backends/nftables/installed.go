@@ -2,8 +2,6 @@ package nftables
 
 import (
 	"hash/maphash"
-	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -31,106 +29,22 @@ func newWritten() *written {
 		counts: map[string]int{}, hairpin: newAddrCounts()}
 }
 
-// delta stages the element changes of one transaction. Elements of the
-// hairpin set are shared by every port with the endpoint's address, so
-// they are reference-counted; every other element belongs to one port.
-type delta struct {
-	w       *written
-	hairpin map[netip.Addr]int // staged counts of touched addresses
-	adds    map[string][]ruleset.Element
-	deletes map[string][]ruleset.Element
-}
-
-func newDelta(w *written) *delta {
-	return &delta{w: w, hairpin: map[netip.Addr]int{},
-		adds: map[string][]ruleset.Element{}, deletes: map[string][]ruleset.Element{}}
-}
-
-func (d *delta) hairpinCount(a netip.Addr) int {
-	if n, ok := d.hairpin[a]; ok {
-		return n
-	}
-	return d.w.hairpin.get(a)
-}
-
-// diff records what changes between a port's old and new elements.
-func (d *delta) diff(old, cur map[string][]ruleset.Element) {
-	for _, set := range slices.Sorted(maps.Keys(old)) {
-		for _, e := range subtract(d.w.sets[set], old[set], cur[set]) {
-			d.remove(set, e)
+// add counts what a render (or a chunk of one) writes: its sets, the
+// elements it adds to every set, the rules of its chains.
+func (w *written) add(d *desiredTable) {
+	for _, s := range d.sets {
+		w.sets[s.Name] = s
+		if _, ok := w.counts[s.Name]; !ok && !s.Dynamic {
+			w.counts[s.Name] = 0 // counted even while empty
 		}
 	}
-	for _, set := range slices.Sorted(maps.Keys(cur)) {
-		for _, e := range subtract(d.w.sets[set], cur[set], old[set]) {
-			d.add(set, e)
+	for name, els := range d.elements {
+		if s := w.sets[name]; s != nil && !s.Dynamic {
+			w.counts[name] += len(els)
 		}
 	}
-}
-
-func (d *delta) remove(set string, e ruleset.Element) {
-	if set == setHairpin {
-		a := e.Key[0].Addr
-		n := d.hairpinCount(a) - 1
-		d.hairpin[a] = n
-		if n > 0 {
-			return
-		}
-	}
-	d.deletes[set] = append(d.deletes[set], e)
-}
-
-func (d *delta) add(set string, e ruleset.Element) {
-	if set == setHairpin {
-		a := e.Key[0].Addr
-		n := d.hairpinCount(a) + 1
-		d.hairpin[a] = n
-		if n > 1 {
-			return
-		}
-	}
-	d.adds[set] = append(d.adds[set], e)
-}
-
-// subtract gives the elements of a not in b (same key, same data, same
-// tag: an element whose chain changes is written again with its tag).
-func subtract(s *ruleset.Set, a, b []ruleset.Element) []ruleset.Element {
-	if len(b) == 0 {
-		return a
-	}
-	in := make(map[string]bool, len(b))
-	for _, e := range b {
-		in[e.Text(s)+e.Tag.Key()] = true
-	}
-	var out []ruleset.Element
-	for _, e := range a {
-		if !in[e.Text(s)+e.Tag.Key()] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// write appends the element operations: all deletions, then additions
-// (a changed element is deleted and added again).
-func (d *delta) write(tx *ruleset.Transaction) {
-	for _, set := range slices.Sorted(maps.Keys(d.deletes)) {
-		tx.DeleteElements(d.w.sets[set], d.deletes[set])
-	}
-	for _, set := range slices.Sorted(maps.Keys(d.adds)) {
-		tx.AddElements(d.w.sets[set], d.adds[set])
-	}
-}
-
-// commit folds the delta into what was written.
-func (d *delta) commit() {
-	for a, n := range d.hairpin {
-		d.w.hairpin.set(a, n)
-	}
-	for set, els := range d.deletes {
-		d.w.counts[set] -= len(els)
-	}
-	for set, els := range d.adds {
-		d.w.counts[set] += len(els)
+	for _, c := range d.chains {
+		w.rules.set(c.Name, len(c.Rules))
 	}
 }
 

@@ -1,36 +1,14 @@
 package nftables
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
 	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
-
-// ReadElements implements Conn: one dump of the set, decoded a datagram
-// at a time into one scratch element. An interval set's start and end
-// elements (the kernel keeps them apart) are paired once the dump is
-// read: each start with the lowest end above it, as intervals never
-// overlap.
-func (n *NetlinkConn) ReadElements(_ context.Context, fam ruleset.Family, table string, s *ruleset.Set, fn func(*ruleset.Element)) error {
-	r := &elementReader{fam: fam, set: s, fn: fn}
-	err := n.dumpEach(unix.NFT_MSG_GETSETELEM, fam, []nfnetlink.StringAttr{
-		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Value: table}, {Type: unix.NFTA_SET_ELEM_LIST_SET, Value: s.Name},
-	}, r.message)
-	if err == nil {
-		err = r.pair()
-	}
-	if err != nil {
-		return fmt.Errorf("reading back set %s of %s %s: %w", s.Name, fam, table, err)
-	}
-	return nil
-}
 
 // elementReader decodes a set's dump.
 type elementReader struct {

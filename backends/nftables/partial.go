@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
@@ -192,7 +193,7 @@ func (f *familySync) commitPartial(st *proxier.State, changes []portChange, d *d
 }
 
 // rollback releases groups allocated for ports the kernel never got; the
-// next sync is full.
+// next sync is full (familySync.sync sets needFull on every failure).
 func (f *familySync) rollback(changes []portChange, newSets []*ruleset.Set) {
 	for _, c := range changes {
 		for _, k := range c.allocated {
@@ -202,5 +203,115 @@ func (f *familySync) rollback(changes []portChange, newSets []*ruleset.Set) {
 	for _, s := range newSets {
 		delete(f.w.sets, s.Name)
 	}
-	f.needFull = true
+}
+
+// releaseGroup frees a group's identifier and forgets its order.
+func (f *familySync) releaseGroup(k groupKey) {
+	if id, ok := f.ids.lookup(k); ok {
+		f.orders.drop(id)
+		f.ids.release(k)
+	}
+}
+
+// delta stages the element changes of one transaction. Elements of the
+// hairpin set are shared by every port with the endpoint's address, so
+// they are reference-counted; every other element belongs to one port.
+type delta struct {
+	w       *written
+	hairpin map[netip.Addr]int // staged counts of touched addresses
+	adds    map[string][]ruleset.Element
+	deletes map[string][]ruleset.Element
+}
+
+func newDelta(w *written) *delta {
+	return &delta{w: w, hairpin: map[netip.Addr]int{},
+		adds: map[string][]ruleset.Element{}, deletes: map[string][]ruleset.Element{}}
+}
+
+func (d *delta) hairpinCount(a netip.Addr) int {
+	if n, ok := d.hairpin[a]; ok {
+		return n
+	}
+	return d.w.hairpin.get(a)
+}
+
+// diff records what changes between a port's old and new elements.
+func (d *delta) diff(old, cur map[string][]ruleset.Element) {
+	for _, set := range slices.Sorted(maps.Keys(old)) {
+		for _, e := range subtract(d.w.sets[set], old[set], cur[set]) {
+			d.remove(set, e)
+		}
+	}
+	for _, set := range slices.Sorted(maps.Keys(cur)) {
+		for _, e := range subtract(d.w.sets[set], cur[set], old[set]) {
+			d.add(set, e)
+		}
+	}
+}
+
+func (d *delta) remove(set string, e ruleset.Element) {
+	if set == setHairpin {
+		a := e.Key[0].Addr
+		n := d.hairpinCount(a) - 1
+		d.hairpin[a] = n
+		if n > 0 {
+			return
+		}
+	}
+	d.deletes[set] = append(d.deletes[set], e)
+}
+
+func (d *delta) add(set string, e ruleset.Element) {
+	if set == setHairpin {
+		a := e.Key[0].Addr
+		n := d.hairpinCount(a) + 1
+		d.hairpin[a] = n
+		if n > 1 {
+			return
+		}
+	}
+	d.adds[set] = append(d.adds[set], e)
+}
+
+// subtract gives the elements of a not in b (same key, same data, same
+// tag: an element whose chain changes is written again with its tag).
+func subtract(s *ruleset.Set, a, b []ruleset.Element) []ruleset.Element {
+	if len(b) == 0 {
+		return a
+	}
+	in := make(map[string]bool, len(b))
+	for _, e := range b {
+		in[e.Text(s)+e.Tag.Key()] = true
+	}
+	var out []ruleset.Element
+	for _, e := range a {
+		if !in[e.Text(s)+e.Tag.Key()] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// write appends the element operations: all deletions, then additions
+// (a changed element is deleted and added again).
+func (d *delta) write(tx *ruleset.Transaction) {
+	for _, set := range slices.Sorted(maps.Keys(d.deletes)) {
+		tx.DeleteElements(d.w.sets[set], d.deletes[set])
+	}
+	for _, set := range slices.Sorted(maps.Keys(d.adds)) {
+		tx.AddElements(d.w.sets[set], d.adds[set])
+	}
+}
+
+// commit folds the delta into what was written.
+func (d *delta) commit() {
+	for a, n := range d.hairpin {
+		d.w.hairpin.set(a, n)
+	}
+	for set, els := range d.deletes {
+		d.w.counts[set] -= len(els)
+	}
+	for set, els := range d.adds {
+		d.w.counts[set] += len(els)
+	}
 }

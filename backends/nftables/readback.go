@@ -56,12 +56,12 @@ func (e endpoint) addrPort() netip.AddrPort {
 // readSets reads back the table's sets a full sync writes elements of
 // (the shared sets and the endpoint maps). A set that cannot be read is
 // left out: it is flushed and written whole.
-func (f *familySync) readSets(ctx context.Context, conn Conn, existing []string) map[string]*liveSet {
+func readSets(ctx context.Context, conn Conn, fc *familyConfig, existing []string) map[string]*liveSet {
 	out := map[string]*liveSet{}
-	for _, s := range liveSetsOf(f.fc, existing) {
-		ls, err := readSet(ctx, conn, f.fc.nft, s)
+	for _, s := range liveSetsOf(fc, existing) {
+		ls, err := readSet(ctx, conn, fc.nft, s)
 		if err != nil {
-			klog.ErrorS(err, "Reading back a set failed; the full sync rewrites it", "family", f.fc.nft, "set", s.Name)
+			klog.ErrorS(err, "Reading back a set failed; the full sync rewrites it", "family", fc.nft, "set", s.Name)
 			continue
 		}
 		out[s.Name] = ls

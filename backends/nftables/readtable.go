@@ -12,24 +12,24 @@ import (
 	"github.com/switchyard-proxy/switchyard/internal/nfnetlink"
 )
 
-// ReadTable reads a whole table back from the kernel, for `switchyard
+// readTable reads a whole table back from the kernel, for `switchyard
 // explain`: chains with their hooks and rules, sets and maps with their
 // elements. It only reads. A rule that does not decode to one switchyard
 // writes (ruleset.Decode) is kept as a ruleset.Unknown expression. exists
 // is false when the table is missing.
-func (n *NetlinkConn) ReadTable(ctx context.Context, fam ruleset.Family, table string) (t *ruleset.Table, exists bool, err error) {
-	objs, exists, err := n.ListObjects(ctx, fam, table)
+func readTable(ctx context.Context, q *netlinkReader, fam ruleset.Family, table string) (t *ruleset.Table, exists bool, err error) {
+	objs, exists, err := q.ListObjects(ctx, fam, table)
 	if err != nil || !exists {
 		return nil, exists, err
 	}
 	t = ruleset.NewTable(fam, table)
-	if err := n.readChains(fam, t); err != nil {
+	if err := readChains(q, fam, t); err != nil {
 		return nil, true, fmt.Errorf("reading chains: %w", err)
 	}
-	if err := n.readRules(fam, t); err != nil {
+	if err := readRules(q, fam, t); err != nil {
 		return nil, true, fmt.Errorf("reading rules: %w", err)
 	}
-	if err := n.readSets(ctx, fam, t, objs.Sets); err != nil {
+	if err := readTableSets(ctx, q, fam, t, objs.Sets); err != nil {
 		return nil, true, err
 	}
 	return t, true, nil
@@ -39,8 +39,8 @@ func (n *NetlinkConn) ReadTable(ctx context.Context, fam ruleset.Family, table s
 var hookNames = map[uint32]string{0: "prerouting", 1: "input", 2: "forward", 3: "output", 4: "postrouting"}
 
 // readChains dumps the table's chains with their hooks.
-func (n *NetlinkConn) readChains(fam ruleset.Family, t *ruleset.Table) error {
-	return n.dumpEach(unix.NFT_MSG_GETCHAIN, fam, tableAttr(unix.NFTA_CHAIN_TABLE, t.Name), func(attrs []byte) error {
+func readChains(q *netlinkReader, fam ruleset.Family, t *ruleset.Table) error {
+	return q.dumpEach(unix.NFT_MSG_GETCHAIN, fam, tableAttr(unix.NFTA_CHAIN_TABLE, t.Name), func(attrs []byte) error {
 		nc, err := nfnetlink.ParseChain(attrs)
 		if nc.Table == t.Name && nc.Name != "" {
 			c := &ruleset.Chain{Name: nc.Name}
@@ -58,8 +58,8 @@ func tableAttr(typ uint16, table string) []nfnetlink.StringAttr {
 }
 
 // readRules dumps the table's rules, in order, and decodes them.
-func (n *NetlinkConn) readRules(fam ruleset.Family, t *ruleset.Table) error {
-	return n.dumpEach(unix.NFT_MSG_GETRULE, fam, tableAttr(unix.NFTA_RULE_TABLE, t.Name), func(attrs []byte) error {
+func readRules(q *netlinkReader, fam ruleset.Family, t *ruleset.Table) error {
+	return q.dumpEach(unix.NFT_MSG_GETRULE, fam, tableAttr(unix.NFTA_RULE_TABLE, t.Name), func(attrs []byte) error {
 		nr, err := nfnetlink.ParseRule(attrs)
 		c, ok := t.Chains[nr.Chain]
 		if err != nil || nr.Table != t.Name || !ok {
@@ -93,9 +93,9 @@ func decodeRule(fam ruleset.Family, list []byte) []ruleset.Expr {
 	return []ruleset.Expr{ruleset.Unknown{Names: names, Reason: failed.Error()}}
 }
 
-// readSets reads each set's description and elements.
-func (n *NetlinkConn) readSets(ctx context.Context, fam ruleset.Family, t *ruleset.Table, names []string) error {
-	sets, err := n.readSetDescriptions(fam, t.Name)
+// readTableSets reads each set's description and elements.
+func readTableSets(ctx context.Context, q *netlinkReader, fam ruleset.Family, t *ruleset.Table, names []string) error {
+	sets, err := readSetDescriptions(q, fam, t.Name)
 	if err != nil {
 		return fmt.Errorf("reading sets: %w", err)
 	}
@@ -104,7 +104,7 @@ func (n *NetlinkConn) readSets(ctx context.Context, fam ruleset.Family, t *rules
 			continue
 		}
 		st := &ruleset.SetState{Set: s, Elements: map[string]ruleset.Element{}}
-		err := n.ReadElements(ctx, fam, t.Name, s, func(e *ruleset.Element) {
+		err := q.ReadElements(ctx, fam, t.Name, s, func(e *ruleset.Element) {
 			c := cloneElement(e)
 			st.Elements[c.KeyText(s)] = c
 		})
@@ -128,9 +128,9 @@ func cloneElement(e *ruleset.Element) ruleset.Element {
 
 // readSetDescriptions dumps the table's sets: name, flags, the types of
 // keys and data, size and comment, as ruleset.Set.
-func (n *NetlinkConn) readSetDescriptions(fam ruleset.Family, table string) ([]*ruleset.Set, error) {
+func readSetDescriptions(q *netlinkReader, fam ruleset.Family, table string) ([]*ruleset.Set, error) {
 	var out []*ruleset.Set
-	err := n.dumpEach(unix.NFT_MSG_GETSET, fam, tableAttr(unix.NFTA_SET_TABLE, table), func(attrs []byte) error {
+	err := q.dumpEach(unix.NFT_MSG_GETSET, fam, tableAttr(unix.NFTA_SET_TABLE, table), func(attrs []byte) error {
 		ns, err := nfnetlink.ParseSet(attrs)
 		if err == nil && ns.Table == table && ns.Name != "" {
 			s := &ruleset.Set{Name: ns.Name, Size: ns.Size, Comment: ns.Comment}

@@ -17,7 +17,7 @@ func dnatRules(p picker, match ...ruleset.Expr) []ruleset.Rule {
 // KUBE-SVL): masquerade what does not come from a pod, then DNAT to the
 // internal group. Under internalTrafficPolicy Local with no local
 // endpoint the DNAT finds nothing and the packet is dropped.
-func (r *portRenderer) serviceChain(v *portView, cluster, local picker) *ruleset.Chain {
+func serviceChain(v *portView, cluster, local picker) *ruleset.Chain {
 	c := &ruleset.Chain{Name: v.chains.service} // masquerading: clusterIPMasquerade
 	if v.sp.InternalPolicyLocal {
 		c.Rules = append(c.Rules, dnatRules(local)...)
@@ -33,8 +33,8 @@ func (r *portRenderer) serviceChain(v *portView, cluster, local picker) *ruleset
 // masqueraded and sent to any endpoint. Under Local, traffic from pods and
 // from the node itself is short-circuited to any endpoint (the node's
 // masqueraded), and the rest goes to this node's endpoints only, or is
-// dropped when there is none.
-func (r *portRenderer) externalChain(v *portView, cluster, local picker) *ruleset.Chain {
+// dropped when there is none. pods tells pods' traffic apart.
+func externalChain(v *portView, pods proxier.LocalMatch, cluster, local picker) *ruleset.Chain {
 	c := &ruleset.Chain{Name: v.chains.external}
 	if !v.sp.ExternalPolicyLocal {
 		c.Rules = append(c.Rules, ruleset.R(jump(chainMarkMasq)))
@@ -48,9 +48,8 @@ func (r *portRenderer) externalChain(v *portView, cluster, local picker) *rulese
 	if short == nil {
 		short = local
 	}
-	if r.local.IsImplemented() {
-		pods := localExpr(r.local, false)
-		c.Rules = append(c.Rules, withComment(dnatRules(short, pods), "short-circuit pod traffic")...)
+	if pods.IsImplemented() {
+		c.Rules = append(c.Rules, withComment(dnatRules(short, localExpr(pods, false)), "short-circuit pod traffic")...)
 	}
 	fromNode := ruleset.FibLocal{Field: ruleset.FieldSaddr}
 	c.Rules = append(c.Rules, ruleset.R(fromNode, jump(chainMarkMasq)).WithComment("masquerade local traffic"))
@@ -79,7 +78,7 @@ func withComment(rs []ruleset.Rule, comment string) []ruleset.Rule {
 // firewallChain enforces loadBalancerSourceRanges on the LB IPs (kube-
 // proxy's KUBE-FW): allowed sources return to the filter chain, the rest
 // is dropped. nil when the port has no source ranges in this family.
-func (r *portRenderer) firewallChain(v *portView) *ruleset.Chain {
+func firewallChain(v *portView) *ruleset.Chain {
 	if len(v.lbIPs) == 0 || len(v.sourceRanges) == 0 {
 		return nil
 	}

@@ -42,31 +42,6 @@ func (v *portView) externallyAccessible() bool {
 	return v.sp.NodePort != 0 || len(v.externalIPs) > 0 || len(v.lbIPs) > 0
 }
 
-// groupsOf lists the endpoint groups a service port uses in the family:
-// none when the family's table has nothing of it (a single-stack port in
-// the other family's table takes no identifier, and no map slot).
-func (fc *familyConfig) groupsOf(sp *proxier.ServicePort) []groupKey {
-	if !fc.serves(sp) {
-		return nil
-	}
-	var out []groupKey
-	if sp.UsesClusterEndpoints() {
-		out = append(out, groupKey{name: sp.Name})
-	}
-	if sp.UsesLocalEndpoints() {
-		out = append(out, groupKey{name: sp.Name, local: true})
-	}
-	return out
-}
-
-// serves tells whether the family's table has anything of the port: a
-// usable protocol, a cluster IP of the family, a port number.
-func (fc *familyConfig) serves(sp *proxier.ServicePort) bool {
-	_, ok := ProtocolNumber(sp.Protocol)
-	cip, hasIP := sp.ClusterIP(fc.family)
-	return ok && hasIP && cip.IsValid() && sp.Port != 0
-}
-
 // portRenderer renders service ports of one family. It is pure: group
 // identifiers and previous endpoint orders are inputs.
 type portRenderer struct {
@@ -105,11 +80,11 @@ func (r *portRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint) *
 	cluster := r.group(v, o, groupKey{name: sp.Name}, v.sel.Cluster)
 	local := r.group(v, o, groupKey{name: sp.Name, local: true}, v.sel.Local)
 	r.dispatch(v, o)
-	o.chains = append(o.chains, r.serviceChain(v, cluster, local))
+	o.chains = append(o.chains, serviceChain(v, cluster, local))
 	if v.externallyAccessible() {
-		o.chains = append(o.chains, r.externalChain(v, cluster, local))
+		o.chains = append(o.chains, externalChain(v, r.local, cluster, local))
 	}
-	if fw := r.firewallChain(v); fw != nil {
+	if fw := firewallChain(v); fw != nil {
 		o.chains = append(o.chains, fw)
 		for _, ip := range v.lbIPs {
 			o.add(setFirewallIPs, dstElement(ip, v, gotoV(fw.Name)))
@@ -233,7 +208,7 @@ func (v *portView) addresses() []netip.Addr {
 // no-endpoint sets when it has no usable endpoint at all.
 func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 	for i, ip := range v.addresses() {
-		r.countTraffic(v, o, ip)
+		countTraffic(r.fc, v, o, ip)
 		target := v.chains.external
 		if i == 0 {
 			target = v.chains.service
@@ -241,7 +216,7 @@ func (r *portRenderer) dispatch(v *portView, o *portObjects) {
 		}
 		o.add(setServiceIPs, dstElement(ip, v, gotoV(target)))
 	}
-	r.countNodePort(v, o)
+	countNodePort(r.fc, v, o)
 	if v.sp.NodePort != 0 {
 		o.add(setServiceNodePorts, portElement(v, gotoV(v.chains.external)))
 	}

@@ -85,8 +85,8 @@ func nodePortCountRules(fc *familyConfig, comment string, tail ...ruleset.Expr) 
 }
 
 // countTraffic adds one address of the port to both counter sets.
-func (r *portRenderer) countTraffic(v *portView, o *portObjects, ip netip.Addr) {
-	if !r.fc.serviceTraffic {
+func countTraffic(fc *familyConfig, v *portView, o *portObjects, ip netip.Addr) {
+	if !fc.serviceTraffic {
 		return
 	}
 	c := metrics.ServiceTrafficComment(v.sp.Name.Namespace, v.sp.Name.Name, v.sp.Name.Port, v.sp.Port)
@@ -98,8 +98,8 @@ func (r *portRenderer) countTraffic(v *portView, o *portObjects, ip netip.Addr) 
 }
 
 // countNodePort adds the port's NodePort to the NodePort counter sets.
-func (r *portRenderer) countNodePort(v *portView, o *portObjects) {
-	if !r.fc.serviceTraffic || v.sp.NodePort == 0 {
+func countNodePort(fc *familyConfig, v *portView, o *portObjects) {
+	if !fc.serviceTraffic || v.sp.NodePort == 0 {
 		return
 	}
 	c := metrics.ServiceTrafficComment(v.sp.Name.Namespace, v.sp.Name.Name, v.sp.Name.Port, v.sp.Port)

@@ -177,7 +177,7 @@ func TestEndpointChangeKeepsListener(t *testing.T) {
 	addService(st, name, "10.96.0.10", 80, s1.addr())
 	env.sync(t, st)
 	addr := env.proxyAddr(t, name, false)
-	sock := env.b.sockets[socketKey{name: name, family: v1.IPv4Protocol}]
+	sock := env.b.relays.sockets[socketKey{name: name, family: v1.IPv4Protocol}]
 
 	old, err := net.DialTCP("tcp4", nil, net.TCPAddrFromAddrPort(addr))
 	if err != nil {
@@ -192,7 +192,7 @@ func TestEndpointChangeKeepsListener(t *testing.T) {
 	st2 := cloneState(st)
 	setEndpoints(st2, name, s2.addr())
 	env.sync(t, st2)
-	if got := env.proxyAddr(t, name, false); got != addr || env.b.sockets[socketKey{name: name, family: v1.IPv4Protocol}] != sock {
+	if got := env.proxyAddr(t, name, false); got != addr || env.b.relays.sockets[socketKey{name: name, family: v1.IPv4Protocol}] != sock {
 		t.Fatalf("endpoint change replaced the socket (%s -> %s)", addr, got)
 	}
 	if got, err := request(t, addr, "new"); err != nil || got != "s2:new" {
@@ -230,7 +230,7 @@ func TestSocketLifecycle(t *testing.T) {
 		t.Errorf("eTP=Local: external %s, internal %s; want a second socket next to %s", ext, env.proxyAddr(t, name, false), addr)
 	}
 	env.sync(t, st)
-	if _, ok := env.b.sockets[socketKey{name: name, family: v1.IPv4Protocol, kind: externalTraffic}]; ok {
+	if _, ok := env.b.relays.sockets[socketKey{name: name, family: v1.IPv4Protocol, kind: externalTraffic}]; ok {
 		t.Errorf("external socket kept after the policy went back to Cluster")
 	}
 

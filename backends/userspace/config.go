@@ -81,7 +81,7 @@ type Config struct {
 	// means DefaultDialTimeout.
 	DialTimeout time.Duration
 	// VerifyInterval bounds the time between two checks that the kernel
-	// still holds the rules (see verify.go): periodic syncs (Diff.Verify)
+	// still holds the rules (see sync.go): periodic syncs (Diff.Verify)
 	// always check, other syncs once the last check is older. 0 means
 	// reconcile.DefaultVerifyInterval; negative disables the checks.
 	VerifyInterval time.Duration

@@ -39,21 +39,30 @@ func (f natedToPort) MatchConntrackFlow(fl *netlink.ConntrackFlow) bool {
 	return fl.Forward.Protocol == syscall.IPPROTO_UDP && fl.Reverse.SrcPort == f.port && fl.Forward.DstPort != f.port
 }
 
-// flushLocked deletes the entries of every pending port. Ports that fail
-// stay pending for the next sync.
-func (b *Backend) flushLocked() error {
-	if b.cfg.Conntrack == nil {
-		clear(b.flush)
+// conntrackFlush holds the UDP proxy ports whose entries must go; the
+// relay set adds a port when its socket closes or loses its last
+// endpoint.
+type conntrackFlush map[flushKey]struct{}
+
+func (f conntrackFlush) add(fam v1.IPFamily, port uint16) {
+	f[flushKey{family: fam, port: port}] = struct{}{}
+}
+
+// run deletes the entries of every pending port (all are dropped without
+// a table). Ports that fail stay pending for the next sync.
+func (f conntrackFlush) run(table ConntrackTable) error {
+	if table == nil {
+		clear(f)
 		return nil
 	}
 	var errs []error
-	for k := range b.flush {
-		n, err := b.cfg.Conntrack.Delete(k.family, natedToPort{port: k.port})
+	for k := range f {
+		n, err := table.Delete(k.family, natedToPort{port: k.port})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("userspace: delete conntrack entries of UDP proxy port %d: %w", k.port, err))
 			continue
 		}
-		delete(b.flush, k)
+		delete(f, k)
 		klog.V(4).InfoS("Deleted conntrack entries of a UDP proxy port", "family", k.family, "port", k.port, "entries", n)
 	}
 	return errors.Join(errs...)

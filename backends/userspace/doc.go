@@ -114,7 +114,7 @@
 // the rules that REDIRECT to it (only this daemon's rules are in the
 // kernel then, so a datagram marked early is dropped by the sentinel, not
 // misrouted), so no datagram takes the fallback, which has no session
-// affinity, in between (sentinel.go, earlySentinels). Flows the fallback DNATed are never marked
+// affinity, in between (sentinel.go, sentinelSet.early). Flows the fallback DNATed are never marked
 // (`--ctstate DNAT` RETURN), so they stay on their endpoint. Close
 // (SIGTERM) closes the sentinels first and lets relayed connections
 // finish (Config.ShutdownGrace). Measured (e2e, a new connection every

@@ -146,7 +146,7 @@ func (m *flowModel) balancerPicks(fam v1.IPFamily, proto v1.Protocol, dnat strin
 func (m *flowModel) socketAt(fam v1.IPFamily, proto v1.Protocol, port uint16) *balancer {
 	m.b.mu.Lock()
 	defer m.b.mu.Unlock()
-	for key, s := range m.b.sockets {
+	for key, s := range m.b.relays.sockets {
 		if key.family == fam && key.name.Protocol == proto && s.port() == port {
 			return s.balancer()
 		}

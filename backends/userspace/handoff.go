@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
 )
 
 // renderInput is what one family's last rules were rendered from.
@@ -17,8 +20,7 @@ type renderInput struct {
 // on Close.
 const handoffTimeout = 5 * time.Second
 
-// handOffLocked, on Close without the restart fallback's sentinels,
-// rewrites each family's rules so that every service address is DNATed
+// handOff, on Close without the restart fallback's sentinels, rewrites each family's rules so that every service address is DNATed
 // straight to its endpoints (the fallback rules, from outside and from
 // the node alike) instead of REDIRECTed to the proxy sockets about to
 // close. A graceful stop (SIGTERM: a rolling update, a drain) then
@@ -26,17 +28,13 @@ const handoffTimeout = 5 * time.Second
 // daemon's first sync REDIRECTs them to its own sockets. A SIGKILL leaves
 // the REDIRECT rules to closed ports until then. A failed restore is
 // logged; the stop goes on.
-func (b *Backend) handOffLocked() {
-	if b.cfg.RestartFallback || b.cfg.ShutdownGrace <= 0 {
-		return
-	}
+func handOff(r runner.Interface, rendered map[v1.IPFamily]renderInput, ports map[socketKey]uint16) {
 	ctx, cancel := context.WithTimeout(context.Background(), handoffTimeout)
 	defer cancel()
-	ports := b.portsLocked()
-	for fam, in := range b.rendered {
+	for fam, in := range rendered {
 		rc := in.rc
 		rc.handoff = true
-		if err := b.cfg.Runner.Restore(ctx, runnerFamily(fam), render(rc, in.plans, ports)); err != nil {
+		if err := r.Restore(ctx, runnerFamily(fam), render(rc, in.plans, ports)); err != nil {
 			klog.ErrorS(err, "Handing service traffic to the kernel before stopping failed; new connections are refused until the next start", "family", fam)
 			continue
 		}

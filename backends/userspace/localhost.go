@@ -3,6 +3,7 @@ package userspace
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 	"time"
@@ -258,4 +259,12 @@ func (l *LocalhostNodePorts) Close() error {
 	l.proxies = map[localhostKey]*tcpProxy{}
 	l.countLocked()
 	return nil
+}
+
+// EndConnectionsTo is Backend.EndConnectionsTo for the localhost NodePort
+// listeners.
+func (l *LocalhostNodePorts) EndConnectionsTo(addrs []netip.Addr) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return endAll(addrs, maps.Values(l.proxies))
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"runtime"
 
 	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
 )
 
 // NetnsSockets opens sockets inside a named network namespace
@@ -144,4 +146,18 @@ func (s *NetnsSockets) DialUDPFrom(src netip.Addr, addr netip.AddrPort) (*net.UD
 	var c *net.UDPConn
 	err := s.do(func() (err error) { c, err = s.host.DialUDPFrom(src, addr); return err })
 	return c, err
+}
+
+// Reserve implements PortReserver inside the namespace.
+func (s *NetnsSockets) Reserve(proto v1.Protocol, addr netip.AddrPort) (io.Closer, error) {
+	var c io.Closer
+	err := s.do(func() (err error) { c, err = HostPortReserver{}.Reserve(proto, addr); return err })
+	return c, err
+}
+
+// LocalAddrs implements PortReserver inside the namespace.
+func (s *NetnsSockets) LocalAddrs() ([]netip.Addr, error) {
+	var out []netip.Addr
+	err := s.do(func() (err error) { out, err = HostPortReserver{}.LocalAddrs(); return err })
+	return out, err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -105,20 +106,6 @@ func (HostPortReserver) LocalAddrs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// Reserve implements PortReserver inside the namespace.
-func (s *NetnsSockets) Reserve(proto v1.Protocol, addr netip.AddrPort) (io.Closer, error) {
-	var c io.Closer
-	err := s.do(func() (err error) { c, err = HostPortReserver{}.Reserve(proto, addr); return err })
-	return c, err
-}
-
-// LocalAddrs implements PortReserver inside the namespace.
-func (s *NetnsSockets) LocalAddrs() ([]netip.Addr, error) {
-	var out []netip.Addr
-	err := s.do(func() (err error) { out, err = HostPortReserver{}.LocalAddrs(); return err })
-	return out, err
-}
-
 // holdKey is one NodePort holder.
 type holdKey struct {
 	proto v1.Protocol
@@ -153,9 +140,9 @@ func nodePortAddrs(prefixes []netip.Prefix, fam v1.IPFamily, local []netip.Addr)
 }
 
 // wantedHolds lists the holders the plans need on addrs (nodePortAddrs).
-func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan, addrs map[v1.IPFamily][]netip.Addr) map[holdKey]struct{} {
+func wantedHolds(families []v1.IPFamily, plans map[v1.IPFamily][]servicePlan, addrs map[v1.IPFamily][]netip.Addr) map[holdKey]struct{} {
 	want := map[holdKey]struct{}{}
-	for _, fam := range b.cfg.Families {
+	for _, fam := range families {
 		for _, p := range plans[fam] {
 			if p.sp.NodePort == 0 {
 				continue
@@ -172,17 +159,17 @@ func (b *Backend) wantedHolds(plans map[v1.IPFamily][]servicePlan, addrs map[v1.
 // sentinels bound on: the wildcard, or with --nodeport-addresses the
 // local addresses inside that family's prefixes (read through
 // PortReserver, once per sync; without one, the wildcard).
-func (b *Backend) nodePortAddrs() (map[v1.IPFamily][]netip.Addr, error) {
+func nodePortAddrsOf(cfg *Config) (map[v1.IPFamily][]netip.Addr, error) {
 	out := map[v1.IPFamily][]netip.Addr{}
 	var local []netip.Addr
-	for _, fam := range b.cfg.Families {
-		prefixes := proxier.PrefixesOfFamily(b.cfg.NodePortAddresses, fam)
-		if b.cfg.PortReserver == nil {
+	for _, fam := range cfg.Families {
+		prefixes := proxier.PrefixesOfFamily(cfg.NodePortAddresses, fam)
+		if cfg.PortReserver == nil {
 			prefixes = nil
 		}
 		if len(prefixes) > 0 && local == nil {
 			var err error
-			if local, err = b.cfg.PortReserver.LocalAddrs(); err != nil {
+			if local, err = cfg.PortReserver.LocalAddrs(); err != nil {
 				return nil, err
 			}
 		}
@@ -191,30 +178,25 @@ func (b *Backend) nodePortAddrs() (map[v1.IPFamily][]netip.Addr, error) {
 	return out, nil
 }
 
-// reserveLocked opens the missing holders and closes the unneeded ones. A
+// reserve opens the missing holders of want (wantedHolds) and closes
+// the unneeded ones; a port a sentinel holds (sentinel) needs none. A
 // port another socket holds is logged when first found taken, retried by
-// every sync, and counted in switchyard_userspace_nodeports_unreserved;
-// it never fails the sync (NodePort traffic is still redirected).
-// addrs nil (the local addresses could not be listed) leaves the
-// reservations as they are.
-func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan, addrs map[v1.IPFamily][]netip.Addr) {
-	if b.cfg.PortReserver == nil || addrs == nil {
-		return
-	}
-	want := b.wantedHolds(plans, addrs)
+// every sync, and counted in switchyard_userspace_nodeports_unreserved
+// (gauge); it never fails the sync (NodePort traffic is still
+// redirected).
+func (h *nodePortHolds) reserve(r PortReserver, want map[holdKey]struct{}, sentinel func(sentinelKey) bool, gauge *prometheus.GaugeVec) {
 	for k := range want {
-		if sentinelHolds(k, func(sk sentinelKey) bool { _, ok := b.sentinels[sk]; return ok }) {
+		if sentinelHolds(k, sentinel) {
 			delete(want, k)
 		}
 	}
-	b.dropHoldsLocked(func(k holdKey) bool { _, ok := want[k]; return !ok })
-	h := &b.holds
+	h.drop(func(k holdKey) bool { _, ok := want[k]; return !ok })
 	failing := map[holdKey]struct{}{}
 	for k := range want {
 		if _, ok := h.open[k]; ok {
 			continue
 		}
-		c, err := b.cfg.PortReserver.Reserve(k.proto, k.addr)
+		c, err := r.Reserve(k.proto, k.addr)
 		if err == nil {
 			h.open[k] = c
 			if _, was := h.failing[k]; was {
@@ -229,26 +211,39 @@ func (b *Backend) reserveLocked(plans map[v1.IPFamily][]servicePlan, addrs map[v
 		}
 	}
 	h.failing = failing
-	b.countUnreserved()
+	h.count(gauge)
 }
 
-func (b *Backend) countUnreserved() {
+// count sets the gauge of unreserved NodePorts per protocol.
+func (h *nodePortHolds) count(gauge *prometheus.GaugeVec) {
 	counts := map[v1.Protocol]int{}
-	for k := range b.holds.failing {
+	for k := range h.failing {
 		counts[k.proto]++
 	}
 	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP} {
-		b.metrics.unreserved.WithLabelValues(string(p)).Set(float64(counts[p]))
+		gauge.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
 }
 
-// releaseHoldsLocked closes every holder (Close).
-func (b *Backend) releaseHoldsLocked() {
-	for k, c := range b.holds.open {
+// release closes every holder (Close).
+func (h *nodePortHolds) release() {
+	for k, c := range h.open {
 		c.Close()
-		delete(b.holds.open, k)
+		delete(h.open, k)
 	}
-	clear(b.holds.failing)
+	clear(h.failing)
+}
+
+// drop closes the holders drop selects. Sync releases the holders of
+// NodePorts whose sentinels are about to open before opening them, and
+// reserves the others once the sentinels are in place.
+func (h *nodePortHolds) drop(drop func(holdKey) bool) {
+	for k, c := range h.open {
+		if drop(k) {
+			c.Close()
+			delete(h.open, k)
+		}
+	}
 }
 
 // nodePortScopes is what NodePort rules are rendered for: one rule set
@@ -272,17 +267,4 @@ func sentinelHolds(k holdKey, has func(sentinelKey) bool) bool {
 	}
 	return has(sentinelKey{family: fam, proto: k.proto, addr: k.addr}) ||
 		has(sentinelKey{family: fam, proto: k.proto, addr: netip.AddrPortFrom(any, k.addr.Port())})
-}
-
-// dropHoldsLocked closes the holders drop selects. Sync releases the
-// holders of NodePorts whose sentinels are about to open before opening
-// them, and reserves the others (reserveLocked) once the sentinels are
-// in place.
-func (b *Backend) dropHoldsLocked(drop func(holdKey) bool) {
-	for k, c := range b.holds.open {
-		if drop(k) {
-			c.Close()
-			delete(b.holds.open, k)
-		}
-	}
 }

@@ -187,7 +187,7 @@ func TestNodePortSentinelHolds(t *testing.T) {
 		env.b.mu.Lock()
 		defer env.b.mu.Unlock()
 		var out []string
-		for k := range env.b.sentinels {
+		for k := range env.b.sentinels.open {
 			if k.addr.Addr().IsUnspecified() {
 				out = append(out, fmt.Sprintf("%s %s", k.proto, k.addr))
 			}

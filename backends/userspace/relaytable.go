@@ -1,7 +1,6 @@
 package userspace
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/netip"
@@ -70,32 +69,6 @@ func (t *RelayTransparency) transparency() *transparency {
 		local[ep] = true
 	}
 	return &transparency{local: local, inside: t.Except}
-}
-
-// RelayTable returns the proxy sockets as they are now, sorted by
-// service port, family and traffic kind.
-func (b *Backend) RelayTable() RelayTable {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := RelayTable{Relays: []Relay{}}
-	for key, s := range b.sockets {
-		eps, affinity := s.balancer().state()
-		if eps == nil {
-			eps = []netip.AddrPort{}
-		}
-		out.Relays = append(out.Relays, Relay{
-			Namespace: key.name.Namespace, Name: key.name.Name, Port: key.name.Port, Protocol: key.name.Protocol,
-			Family: key.family, Traffic: key.kind.String(),
-			Listen:    netip.AddrPortFrom(b.cfg.listenIP(key.family), s.port()),
-			Balancing: "round-robin", Endpoints: eps, AffinitySeconds: int(affinity.Seconds()),
-			FromClient: relayTransparency(s.transparency()),
-		})
-	}
-	slices.SortFunc(out.Relays, func(a, b Relay) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Port, b.Port),
-			cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Traffic, b.Traffic))
-	})
-	return out
 }
 
 func relayTransparency(t *transparency) *RelayTransparency {

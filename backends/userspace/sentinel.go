@@ -67,41 +67,54 @@ func sentinelKeys(keys map[sentinelKey]string, plans []servicePlan, nodePortAddr
 	}
 }
 
-// syncSentinelsLocked closes the sentinels not in want and opens the
-// missing ones. It runs after the rules were written: a sentinel must
-// never mark traffic for a proxy port the rules do not lead to yet. A
-// sentinel that cannot be opened (a NodePort another process holds) is
-// logged and tried again on the next sync; meanwhile its traffic takes
-// the fallback.
-func (b *Backend) syncSentinelsLocked(want map[sentinelKey]string) {
-	for k, s := range b.sentinels {
-		if _, ok := want[k]; !ok {
-			s.close()
-			delete(b.sentinels, k)
-		}
-	}
-	b.openSentinelsLocked(want)
+// sentinelSet is the open sentinels, opened through cfg.Sockets (the
+// Backend's lock guards it).
+type sentinelSet struct {
+	cfg  *Config
+	open map[sentinelKey]sentinel
 }
 
-// openSentinelsLocked opens the sentinels of want that are not open.
-func (b *Backend) openSentinelsLocked(want map[sentinelKey]string) {
+func newSentinelSet(cfg *Config) *sentinelSet {
+	return &sentinelSet{cfg: cfg, open: map[sentinelKey]sentinel{}}
+}
+
+// has reports whether k's sentinel is open.
+func (ss *sentinelSet) has(k sentinelKey) bool { _, ok := ss.open[k]; return ok }
+
+// sync closes the sentinels not in want and opens the missing ones. It
+// runs after the rules were written: a sentinel must never mark traffic
+// for a proxy port the rules do not lead to yet. A sentinel that cannot
+// be opened (a NodePort another process holds) is logged and tried again
+// on the next sync; meanwhile its traffic takes the fallback.
+func (ss *sentinelSet) sync(want map[sentinelKey]string) {
+	for k, s := range ss.open {
+		if _, ok := want[k]; !ok {
+			s.close()
+			delete(ss.open, k)
+		}
+	}
+	ss.openMissing(want)
+}
+
+// openMissing opens the sentinels of want that are not open.
+func (ss *sentinelSet) openMissing(want map[sentinelKey]string) {
 	for k, label := range want {
-		if _, ok := b.sentinels[k]; ok {
+		if ss.has(k) {
 			continue
 		}
-		s, err := b.openSentinel(k)
+		s, err := ss.openOne(k)
 		if err != nil {
 			klog.ErrorS(err, "Cannot open sentinel socket; the service's traffic takes the kernel fallback",
 				"servicePort", label, "protocol", k.proto, "address", k.addr)
 			continue
 		}
-		b.sentinels[k] = s
+		ss.open[k] = s
 	}
 }
 
-// earlySentinels picks the UDP sentinels of want that may open before
-// this sync's rules are written: those of a family whose rules this
-// daemon has written before. Opened after the rules, a new UDP service's
+// early picks the UDP sentinels of want that may open before this sync's
+// rules are written: those of a family whose rules this daemon has
+// written before (written). Opened after the rules, a new UDP service's
 // sentinel leaves a gap in which datagrams take the fallback DNAT, which
 // has no session affinity; a UDP client keeps that flow's endpoint while
 // the proxy may pin it to another (upstream's "client IP based session
@@ -113,13 +126,10 @@ func (b *Backend) openSentinelsLocked(want map[sentinelKey]string) {
 // REDIRECT marked traffic to its dead proxy ports, and not for TCP, where
 // the sentinel would answer an early SYN with a reset instead of letting
 // the client retransmit.
-func (b *Backend) earlySentinels(want map[sentinelKey]string) map[sentinelKey]string {
+func (ss *sentinelSet) early(want map[sentinelKey]string, written func(v1.IPFamily) bool) map[sentinelKey]string {
 	early := map[sentinelKey]string{}
 	for k, label := range want {
-		if _, open := b.sentinels[k]; open || k.proto != v1.ProtocolUDP {
-			continue
-		}
-		if len(b.applied[runnerFamily(k.family)]) == 0 {
+		if ss.has(k) || k.proto != v1.ProtocolUDP || !written(k.family) {
 			continue
 		}
 		early[k] = label
@@ -127,15 +137,15 @@ func (b *Backend) earlySentinels(want map[sentinelKey]string) map[sentinelKey]st
 	return early
 }
 
-func (b *Backend) openSentinel(k sentinelKey) (sentinel, error) {
+func (ss *sentinelSet) openOne(k sentinelKey) (sentinel, error) {
 	if k.proto == v1.ProtocolUDP {
-		c, err := b.cfg.Sockets.ListenTransparentUDP(k.addr)
+		c, err := ss.cfg.Sockets.ListenTransparentUDP(k.addr)
 		if err != nil {
 			return sentinel{}, err
 		}
 		return sentinel{close: func() { c.Close() }}, nil
 	}
-	ln, err := b.cfg.Sockets.ListenTransparentTCP(k.addr)
+	ln, err := ss.cfg.Sockets.ListenTransparentTCP(k.addr)
 	if err != nil {
 		return sentinel{}, err
 	}
@@ -145,6 +155,15 @@ func (b *Backend) openSentinel(k sentinelKey) (sentinel, error) {
 		refuseAll(ln)
 	}()
 	return sentinel{close: func() { ln.Close(); <-done }}, nil
+}
+
+// closeAll closes every sentinel: from now on the kernel fallback takes
+// new connections.
+func (ss *sentinelSet) closeAll() {
+	for k, s := range ss.open {
+		s.close()
+		delete(ss.open, k)
+	}
 }
 
 // refuseAll resets every connection that reaches a sentinel: only a
@@ -160,14 +179,5 @@ func refuseAll(ln *net.TCPListener) {
 			continue
 		}
 		abort(c)
-	}
-}
-
-// closeSentinelsLocked closes every sentinel: from now on the kernel
-// fallback takes new connections.
-func (b *Backend) closeSentinelsLocked() {
-	for k, s := range b.sentinels {
-		s.close()
-		delete(b.sentinels, k)
 	}
 }

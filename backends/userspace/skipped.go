@@ -3,6 +3,7 @@ package userspace
 import (
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -32,13 +33,13 @@ func skippedPortsOf(st *proxier.State) []proxier.ServicePortName {
 	return out
 }
 
-// noteSkippedLocked logs the unproxied service ports of st that are new
-// since the last sync (and returns them), forgets the ones that are gone,
-// and sets the gauge per protocol.
-func (b *Backend) noteSkippedLocked(st *proxier.State) (logged []proxier.ServicePortName) {
+// note logs the unproxied service ports of st that are new since the
+// last sync (and returns them), forgets the ones that are gone, and sets
+// the gauge per protocol.
+func (s *skippedPorts) note(st *proxier.State, gauge *prometheus.GaugeVec) (logged []proxier.ServicePortName) {
 	now := skippedPortsOf(st)
-	if len(now) > 0 && !b.skipped.warned {
-		b.skipped.warned = true
+	if len(now) > 0 && !s.warned {
+		s.warned = true
 		klog.InfoS("Warning: userspace proxy mode cannot proxy SCTP; SCTP service ports get no rules and no proxy socket",
 			"skipped", len(now))
 	}
@@ -47,25 +48,25 @@ func (b *Backend) noteSkippedLocked(st *proxier.State) (logged []proxier.Service
 	for _, name := range now {
 		next[name] = struct{}{}
 		counts[st.Services[name].Protocol]++
-		if _, ok := b.skipped.seen[name]; !ok {
+		if _, ok := s.seen[name]; !ok {
 			logged = append(logged, name)
 			klog.InfoS("Warning: skipping service port the userspace proxy cannot serve",
 				"servicePort", name.String(), "protocol", st.Services[name].Protocol)
 		}
 	}
-	for name := range b.skipped.seen {
+	for name := range s.seen {
 		if _, ok := next[name]; !ok {
 			klog.V(2).InfoS("Skipped service port is gone", "servicePort", name.String())
 		}
 	}
-	b.skipped.seen = next
+	s.seen = next
 	for proto, n := range counts {
-		b.metrics.skipped.WithLabelValues(string(proto)).Set(float64(n))
+		gauge.WithLabelValues(string(proto)).Set(float64(n))
 	}
 	// Protocols with nothing skipped any more read 0, not a stale count.
 	for _, proto := range []v1.Protocol{v1.ProtocolSCTP} {
 		if counts[proto] == 0 {
-			b.metrics.skipped.WithLabelValues(string(proto)).Set(0)
+			gauge.WithLabelValues(string(proto)).Set(0)
 		}
 	}
 	return logged

@@ -42,7 +42,7 @@ func TestSCTPServicePortsSkipped(t *testing.T) {
 			}
 		}
 		env.b.mu.Lock()
-		logged := env.b.noteSkippedLocked(cur)
+		logged := env.b.skipped.note(cur, env.b.metrics.skipped)
 		env.b.mu.Unlock()
 		if !slices.Equal(logged, step.wantLogged) {
 			t.Errorf("%s: logged %v, want %v", step.name, logged, step.wantLogged)

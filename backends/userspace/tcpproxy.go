@@ -172,3 +172,20 @@ func clientIP(c *net.TCPConn) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// endTo aborts the socket's connections to the addresses.
+func (p *tcpProxy) endTo(addrs map[netip.Addr]bool) int {
+	p.mu.Lock()
+	var ended []*net.TCPConn
+	for client, up := range p.conns {
+		if a, ok := up.RemoteAddr().(*net.TCPAddr); ok && addrs[a.AddrPort().Addr().Unmap()] {
+			ended = append(ended, client, up)
+			delete(p.conns, client)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range ended {
+		abort(c)
+	}
+	return len(ended) / 2
+}

@@ -1,15 +1,10 @@
 package userspace
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/netip"
 	"slices"
-	"syscall"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -43,16 +38,16 @@ func (t *transparency) from(client netip.Addr, ep netip.AddrPort) bool {
 // proxy keeps pods out by address; with an interface detector the rules
 // keep them off the sockets that dial from clients (planFamily), so only
 // the node's own addresses are listed.
-func (b *Backend) insideOf(fam v1.IPFamily, st *proxier.State) []netip.Prefix {
-	local := b.cfg.LocalDetector.Match(fam, st.Node)
-	if !b.cfg.Transparent || b.cfg.Routing == nil || !local.IsImplemented() {
+func insideOf(cfg *Config, fam v1.IPFamily, st *proxier.State) []netip.Prefix {
+	local := cfg.LocalDetector.Match(fam, st.Node)
+	if !cfg.Transparent || cfg.Routing == nil || !local.IsImplemented() {
 		return nil
 	}
 	inside := []netip.Prefix{} // non-nil: dial from clients
 	if local.CIDR.IsValid() {
 		inside = append(inside, local.CIDR)
 	}
-	for _, list := range [][]netip.Addr{b.cfg.NodeIPs, st.Node.Addresses} {
+	for _, list := range [][]netip.Addr{cfg.NodeIPs, st.Node.Addresses} {
 		for _, ip := range list {
 			if ip = ip.Unmap(); familyOf(ip) == fam {
 				inside = append(inside, netip.PrefixFrom(ip, ip.BitLen()))
@@ -71,53 +66,4 @@ func localEndpoints(eps []proxier.Endpoint) map[netip.AddrPort]bool {
 		}
 	}
 	return local
-}
-
-// dialTCP connects to ep for client, from the client's address when the
-// socket's transparency says so.
-func (b *proxyBase) dialTCP(ctx context.Context, client netip.Addr, ep netip.AddrPort) (*net.TCPConn, error) {
-	if b.transparency().from(client, ep) {
-		c, err := b.sockets.DialTCPFrom(ctx, client, ep)
-		if err == nil || !b.transparencyRefused(err) {
-			return c, err
-		}
-	}
-	return b.sockets.DialTCP(ctx, ep)
-}
-
-// dialUDP opens a UDP session socket to ep for client, likewise.
-func (b *proxyBase) dialUDP(client netip.Addr, ep netip.AddrPort) (*net.UDPConn, error) {
-	if b.transparency().from(client, ep) {
-		c, err := b.sockets.DialUDPFrom(client, ep)
-		if err == nil || !b.transparencyRefused(err) {
-			return c, err
-		}
-	}
-	return b.sockets.DialUDP(ep)
-}
-
-// transparencyRefused reports (and logs once per socket) a kernel that
-// will not let the proxy use a client's address (no CAP_NET_ADMIN): the
-// connection is then opened from the node, as without Transparent.
-func (b *proxyBase) transparencyRefused(err error) bool {
-	if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EACCES) {
-		return false
-	}
-	if b.tr.warned.CompareAndSwap(false, true) {
-		klog.ErrorS(err, "Cannot connect from the client's address; connecting from the node", "servicePort", b.label)
-	}
-	return true
-}
-
-func (b *proxyBase) setTransparency(t *transparency) {
-	if b.tr != nil {
-		b.tr.cur.Store(t)
-	}
-}
-
-func (b *proxyBase) transparency() *transparency {
-	if b.tr == nil {
-		return nil
-	}
-	return b.tr.cur.Load()
 }

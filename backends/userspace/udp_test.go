@@ -39,7 +39,7 @@ func (env *testEnv) udpProxy(t *testing.T) *udpProxy {
 	t.Helper()
 	env.b.mu.Lock()
 	defer env.b.mu.Unlock()
-	return env.b.sockets[socketKey{name: udpName, family: v1.IPv4Protocol}].(*udpProxy)
+	return env.b.relays.sockets[socketKey{name: udpName, family: v1.IPv4Protocol}].(*udpProxy)
 }
 
 // TestUDPSessionsAndReplies: each client address gets a session on the

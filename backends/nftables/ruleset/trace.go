@@ -33,28 +33,6 @@ const maxTracePaths = 10000
 // maxTraceDepth bounds nested jumps.
 const maxTraceDepth = 16
 
-// Trace walks a new connection's first packet through the table's base
-// chains as the kernel would: the prerouting chains (output when fromNode:
-// the node's own packet), by priority, then nat postrouting towards the
-// endpoint it was DNATed to. local are the node's addresses (fib ... type
-// local). Only this table is walked: other tables on the same hooks are
-// not seen.
-func (t *Table) Trace(p Packet, local []netip.Addr, fromNode bool) (TraceResult, error) {
-	tr := &tracer{env: traceEnv{Table: t, local: local}}
-	hook := "prerouting"
-	if fromNode {
-		hook = "output"
-	}
-	paths := []tracePath{{pkt: p, prob: 1}}
-	for _, hk := range []string{hook, "postrouting"} {
-		var err error
-		if paths, err = tr.hook(hk, paths); err != nil {
-			return TraceResult{}, err
-		}
-	}
-	return tr.result(paths), nil
-}
-
 // traceEnv adds the node's addresses to a table.
 type traceEnv struct {
 	*Table

@@ -1,7 +1,9 @@
 package userspace
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,25 +11,64 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// A sync skips the restore when the rules it renders are the ones it
-// last wrote, so without a check nothing would put back rules someone
-// removed: `iptables -t nat -F`, `iptables -F`, `-X`, or a firewall
-// service reloading its tables leaves every service port unreachable
-// while the proxy sockets keep listening. So the periodic sync
-// (Diff.Verify), and any sync once the last check is older than
-// Config.VerifyInterval (changes that keep arriving postpone the periodic
-// one), lists this mode's chains and the built-in chains holding its
-// jumps, one chain per command: five of ours and five built-in ones,
-// never a whole table. Anything missing or changed turns the family's
-// sync into a full one (restore and jumps); the sockets are not touched,
-// so established connections, which conntrack keeps NATed, go on.
+// The iptables rules and the policy routing: the Backend's kernel I/O
+// besides its sockets. What the rules are is render.go's and chains.go's.
 
-// verifyDueLocked says whether a sync of fam checks its rules first.
-func (b *Backend) verifyDueLocked(diff *proxier.Diff, fam runner.Family) bool {
-	return b.cadence.Due(diff, b.verifiedAt[fam])
+// applyLocked restores one family's rules and, on full syncs, makes sure
+// the jumps into them exist.
+func (b *Backend) applyLocked(ctx context.Context, fam runner.Family, payload []byte, full bool) error {
+	last, known := b.applied[fam]
+	if !full && known && bytes.Equal(last, payload) {
+		return nil
+	}
+	if err := b.cfg.Runner.Restore(ctx, fam, payload); err != nil {
+		delete(b.applied, fam)
+		klog.ErrorS(err, "Restoring userspace proxy rules failed", "family", fam,
+			"lines", runner.OffendingLines(payload, err))
+		return fmt.Errorf("userspace: restore %s rules: %w", fam, err)
+	}
+	if full || !known {
+		if err := ensureJumps(b.cfg.Runner, fam); err != nil {
+			delete(b.applied, fam)
+			return err
+		}
+		if err := b.ensureRouting(fam); err != nil {
+			delete(b.applied, fam)
+			return err
+		}
+	}
+	b.applied[fam] = payload
+	return nil
+}
+
+// ensureRouting adds the policy routing of fam, if the backend writes
+// any.
+func (b *Backend) ensureRouting(fam runner.Family) error {
+	if b.cfg.Routing == nil {
+		return nil
+	}
+	if err := b.cfg.Routing.EnsurePolicyRoute(familyOfRunner(fam), b.cfg.policyRoute()); err != nil {
+		return fmt.Errorf("userspace: %s policy routing: %w", fam, err)
+	}
+	return nil
+}
+
+// removeRulesLocked removes the jumps, chains and policy routing of every
+// configured family (Cleanup); the next sync writes everything.
+func (b *Backend) removeRulesLocked() error {
+	var errs []error
+	for _, fam := range b.cfg.Families {
+		errs = append(errs, removeRules(b.cfg.Runner, runnerFamily(fam)))
+		if b.cfg.Routing != nil {
+			if err := b.cfg.Routing.RemovePolicyRoute(fam, b.cfg.policyRoute()); err != nil {
+				errs = append(errs, fmt.Errorf("userspace: remove %s policy routing: %w", fam, err))
+			}
+		}
+	}
+	clear(b.applied)
+	return errors.Join(errs...)
 }
 
 // damage is what a check found changed: rules (this mode's chains and
@@ -37,7 +78,9 @@ type damage struct{ rules, routes []string }
 func (d damage) found() []string { return append(slices.Clone(d.rules), d.routes...) }
 
 // damageLocked finds what the kernel lost or changed of the rules last
-// written for fam, and of the policy routing. A chain that cannot be
+// written for fam, and of the policy routing: it lists this mode's
+// chains and the built-in chains holding its jumps, one chain per
+// command (five of ours and five built-in ones, never a whole table). A chain that cannot be
 // listed (xtables lock held, runner without ChainLister) is not damage: a
 // restore would fail the same way, and the next check retries.
 func (b *Backend) damageLocked(ctx context.Context, fam runner.Family) damage {
