@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane conntrack-scale deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -64,6 +64,14 @@ bench:
 # make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
 bench-dataplane:
 	hack/bench/dataplane.sh
+
+# Stale UDP conntrack cleanup in a table of ENTRIES entries, switchyard and
+# kube-proxy side by side (not part of `make test`; raises the machine-wide
+# nf_conntrack_max for the run and restores it):
+# make conntrack-scale [ENTRIES=1000000] [PROXIES="switchyard kube-proxy"] [PATIENCE=5m]
+ENTRIES ?= 1000000
+conntrack-scale:
+	ENTRIES=$(ENTRIES) hack/bench/conntrack-scale.sh
 
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables
