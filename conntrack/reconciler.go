@@ -45,6 +45,9 @@ type Reconciler struct {
 	// retry is set when the last pass failed: the next sync scans whatever
 	// its Diff says.
 	retry bool
+	// sentShare is the share of the table the last wide pass was sent
+	// (scope.go); negative until one ran.
+	sentShare float64
 }
 
 var _ proxier.PostSyncHook = (*Reconciler)(nil)
@@ -57,7 +60,7 @@ func New(table Table, cfg Config, m *metrics.Metrics) *Reconciler {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Reconciler{table: table, cfg: cfg, metrics: m}
+	return &Reconciler{table: table, cfg: cfg, metrics: m, sentShare: -1}
 }
 
 // PostSync implements proxier.PostSyncHook. Errors are logged and the pass
@@ -90,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, st *proxier.State, diff *pro
 		return 0, fmt.Errorf("conntrack cleanup: %w", err)
 	}
 	start := r.cfg.Clock.Now()
-	deleted, err := r.pass(st, nodeIPs, gone)
+	deleted, err := r.pass(st, nodeIPs, gone, r.targets(st, diff, gone, nodeIPs))
 	logPass(deleted, r.cfg.Clock.Since(start))
 	if err != nil {
 		r.fail(keys, gone)
@@ -107,22 +110,28 @@ func (r *Reconciler) fail(keys, gone keySet) {
 	r.retry = true
 }
 
-// pass cleans each family's table once.
-func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone keySet) (int, error) {
-	var total int
+// pass cleans each family's table once: the entries of the target
+// addresses, or with nil targets every entry of the protocols cleaned
+// (scope.go).
+func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone, targets keySet) (int, error) {
+	var total, sent int
 	var errs []error
 	for _, fam := range r.cfg.Families {
 		ix := buildIndex(st, fam, nodeIPs, gone)
-		if len(ix) == 0 {
+		filter := &staleFilter{index: ix, scope: scopeOf(ix, targets, fam)}
+		if len(ix) == 0 || len(filter.scope) == 0 {
 			continue
 		}
 		start := r.cfg.Clock.Now()
-		n, err := r.table.Delete(fam, staleFilter{index: ix})
+		n, err := r.table.Delete(fam, filter)
 		r.record(fam, n, r.cfg.Clock.Since(start))
-		total += n
+		total, sent = total+n, sent+filter.seen
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if targets == nil && len(errs) == 0 {
+		r.learn(sent)
 	}
 	return total, errors.Join(errs...)
 }

@@ -62,7 +62,7 @@ func count(t *testing.T, c *Conn, f Filter) int {
 		if err != nil {
 			return err
 		}
-		if !matches(f, orig, reply) {
+		if !f.Matches(orig, reply) {
 			t.Errorf("filter %+v let through %v / %v", f, orig, reply)
 		}
 		n++
@@ -72,18 +72,6 @@ func count(t *testing.T, c *Conn, f Filter) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func matches(f Filter, orig, reply Tuple) bool {
-	switch {
-	case f.Proto != 0 && orig.Proto != f.Proto:
-		return false
-	case f.OrigDst.IsValid() && (orig.Dst.Addr() != f.OrigDst.Addr() || f.OrigDst.Port() != 0 && orig.Dst.Port() != f.OrigDst.Port()):
-		return false
-	case f.ReplySrc.IsValid() && (reply.Src.Addr() != f.ReplySrc.Addr() || f.ReplySrc.Port() != 0 && reply.Src.Port() != f.ReplySrc.Port()):
-		return false
-	}
-	return true
 }
 
 // TestKernelBatchAndFilteredDump inserts entries in batches, reads them
@@ -109,6 +97,9 @@ func TestKernelBatchAndFilteredDump(t *testing.T) {
 		t.Fatalf("%d of %d creates failed, e.g. %v (%v)", n, b.Sent, err, b.Failed)
 	}
 	t.Logf("%d entries created in %v", b.Sent, time.Since(start))
+	if n, err := c.Count(); err != nil || n != kernelEntries {
+		t.Errorf("Count: %d, %v; want %d", n, err, kernelEntries)
+	}
 	// A second create of an existing entry is refused (NLM_F_EXCL), and
 	// counted.
 	again := c.NewBatch(unix.AF_INET, MsgNew)

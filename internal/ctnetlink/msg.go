@@ -249,3 +249,15 @@ func parseTuple(b []byte) Tuple {
 	t.Src, t.Dst = netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport)
 	return t
 }
+
+// Matches tells whether the kernel would send an entry with these tuples
+// through the filter (for fakes and checks; the kernel decides itself).
+func (f Filter) Matches(orig, reply Tuple) bool {
+	same := func(want, got netip.AddrPort) bool {
+		return !want.IsValid() || want.Addr().Unmap() == got.Addr().Unmap() && (want.Port() == 0 || want.Port() == got.Port())
+	}
+	if f.Proto == 0 {
+		return true
+	}
+	return orig.Proto == f.Proto && same(f.OrigDst, orig.Dst) && same(f.ReplySrc, reply.Src)
+}
