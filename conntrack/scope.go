@@ -21,11 +21,21 @@ import (
 // sent). Targeted is chosen when its walks cost less than the wide pass's
 // sends would, judged from the share of the table the last wide pass was
 // sent.
+//
+// Until a wide pass has measured that share in a table big enough for it
+// to matter (learnMin entries), a targeted pass is made for up to
+// blindTargeted addresses: its cost is bounded (that many walks), while
+// a wide pass over a table that is mostly UDP costs up to sendWalkRatio
+// walks.
 const (
 	// sendWalkRatio is the cost of an entry sent over one walked past.
 	sendWalkRatio = 13
 	// maxTargeted bounds the walks of a targeted pass.
 	maxTargeted = 16
+	// blindTargeted bounds them while the share is unknown.
+	blindTargeted = 4
+	// learnMin is the smallest table whose share is remembered.
+	learnMin = 10000
 )
 
 // targets returns the service addresses a targeted pass would look at:
@@ -70,7 +80,9 @@ func (r *Reconciler) targetedPays(n int) bool {
 	switch {
 	case n <= 1:
 		return true // one walk: never more than the wide pass's
-	case n > maxTargeted || r.sentShare < 0:
+	case r.sentShare < 0:
+		return n <= blindTargeted
+	case n > maxTargeted:
 		return false
 	}
 	return float64(n) < 1+sendWalkRatio*r.sentShare
@@ -99,14 +111,14 @@ func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Fi
 }
 
 // learn records, after a wide pass, the share of the table the kernel
-// sent (tables that cannot count leave it unknown: passes stay wide
-// unless they name one address).
+// sent. A table that cannot count, or is too small for the choice to
+// matter, leaves what was known.
 func (r *Reconciler) learn(sent int) {
 	c, ok := r.table.(Counter)
 	if !ok {
 		return
 	}
-	if n, err := c.Count(); err == nil && n > 0 {
+	if n, err := c.Count(); err == nil && n >= learnMin {
 		r.sentShare = min(1, float64(sent)/float64(n))
 	}
 }

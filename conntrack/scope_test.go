@@ -48,10 +48,10 @@ func reconcile(t *testing.T, r *Reconciler, st *proxier.State, d *proxier.Diff) 
 }
 
 // TestPassScope: a full sync's pass asks the kernel for every UDP entry;
-// once that pass showed UDP to be a large share of the table, an
-// endpoint's removal asks only for the entries of its service's
-// addresses (one kernel filter each), so a stale entry of another
-// service waits for the next wide pass.
+// an endpoint's removal asks only for the entries of its service's four
+// addresses (one kernel filter each; the table is too small for its UDP
+// share to be learnt, and four is what a pass dares blind), so a stale
+// entry of another service waits for the next wide pass.
 func TestPassScope(t *testing.T) {
 	tb := cttest.NewTable()
 	tcp := func(n int) cttest.Entry {
@@ -95,8 +95,9 @@ func TestPassScope(t *testing.T) {
 func TestPassScopeFewUDP(t *testing.T) {
 	tb := cttest.NewTable()
 	var entries []cttest.Entry
-	for i := range 40 {
-		entries = append(entries, cttest.Plain(cttest.TCP, c(100+i), addrPort("198.18.0.1:443")))
+	for i := range learnMin {
+		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)}), 40000)
+		entries = append(entries, cttest.Plain(cttest.TCP, client, addrPort("198.18.0.1:443")))
 	}
 	entries = append(entries, udpVia(c(1), clusterIP, 53, epA), udpVia(c(2), ntpIP, 123, epC))
 	if err := tb.Add(entries...); err != nil {
@@ -121,7 +122,7 @@ func TestTargetedPays(t *testing.T) {
 		n     int
 		want  bool
 	}{
-		{-1, 1, true}, {-1, 2, false}, // unknown share: one walk only
+		{-1, 1, true}, {-1, blindTargeted, true}, {-1, blindTargeted + 1, false}, // unknown share
 		{0.05, 2, false}, {0.5, 7, true}, {0.5, 8, false}, {1, maxTargeted + 1, false},
 	}
 	for _, tc := range cases {
