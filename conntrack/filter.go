@@ -3,6 +3,7 @@ package conntrack
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/vishvananda/netlink"
@@ -37,7 +38,7 @@ func addrOf(ip net.IP) netip.Addr {
 type staleFilter struct {
 	index serviceIndex
 	scope []ctnetlink.Filter
-	seen  int
+	seen  atomic.Int64 // called from a goroutine per dump
 }
 
 var (
@@ -50,7 +51,7 @@ func (s *staleFilter) Scope() []ctnetlink.Filter { return s.scope }
 
 // MatchConntrackFlow implements netlink.CustomConntrackFilter.
 func (s *staleFilter) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
-	s.seen++
+	s.seen.Add(1)
 	t := tupleOf(f)
 	if !s.index.isStale(&t) {
 		return false

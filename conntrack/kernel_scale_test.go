@@ -3,6 +3,7 @@ package conntrack
 import (
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -107,5 +108,50 @@ func TestKernelPassMemory(t *testing.T) {
 	t.Logf("heap during the pass: %d MB above the %d MB before", grew>>20, w.base>>20)
 	if grew > 16<<20 {
 		t.Errorf("the heap grew by %d MB during a pass over %d entries: the dump is held, not streamed", grew>>20, passEntries)
+	}
+}
+
+// epFilter matches the entries NATed to one endpoint, from any number of
+// goroutines.
+type epFilter struct {
+	ep    netip.Addr
+	scope []ctnetlink.Filter
+	seen  atomic.Int64
+}
+
+func (f *epFilter) Scope() []ctnetlink.Filter { return f.scope }
+
+func (f *epFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	f.seen.Add(1)
+	return tupleOf(flow).replySrc.Addr() == f.ep
+}
+
+// TestKernelScopedDumpsInLanes: a Scope of several service addresses is
+// dumped one address per dump, the dumps spread over the table's lanes;
+// every entry of the named addresses is seen once and exactly the
+// matched ones go.
+func TestKernelScopedDumpsInLanes(t *testing.T) {
+	kerneltest.Require(t)
+	ns := kerneltest.NewNetns(t, "ctlanes")
+	fillPassTable(t, ns)
+	tbl := netlinkTableIn(t, ns)
+	f := &epFilter{ep: addr("10.244.1.0"), scope: []ctnetlink.Filter{
+		{Proto: ctnetlink.UDP, OrigDst: netip.AddrPortFrom(clusterIP, 53)},
+		{Proto: ctnetlink.TCP, OrigDst: netip.AddrPortFrom(clusterIP, 80)},
+		{Proto: ctnetlink.UDP, OrigDst: addrPort("10.96.0.99:53")},
+	}}
+	n, err := tbl.Delete(v1.IPv4Protocol, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d lanes", len(tbl.lanes))
+	if want := passEntries / 10; n != want {
+		t.Errorf("deleted %d, want %d", n, want)
+	}
+	if got := f.seen.Load(); got != passEntries {
+		t.Errorf("the filter saw %d entries, want each of the %d once", got, passEntries)
+	}
+	if left, _ := tbl.Count(); left != passEntries-n {
+		t.Errorf("%d entries left, want %d", left, passEntries-n)
 	}
 }

@@ -57,7 +57,9 @@ func TriggerModuleLoad() error {
 	// The table is empty when the module was not loaded: the dump is
 	// only the trigger (narrowed in the kernel to nothing, in case it
 	// was loaded after all and holds millions).
-	return t.dump.Dump(uint8(inetFamily(v1.IPv4Protocol)), matchNothing, func([]byte) error { return nil })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lanes[0].dump.Dump(uint8(inetFamily(v1.IPv4Protocol)), matchNothing, func([]byte) error { return nil })
 }
 
 // matchNothing is a dump filter no entry matches: UDP to 0.0.0.0.

@@ -125,7 +125,7 @@ func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone, targets
 		start := r.cfg.Clock.Now()
 		n, err := r.table.Delete(fam, filter)
 		r.record(fam, n, r.cfg.Clock.Since(start))
-		total, sent = total+n, sent+filter.seen
+		total, sent = total+n, sent+int(filter.seen.Load())
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -3,6 +3,8 @@ package conntrack
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -38,49 +40,100 @@ type Counter interface {
 }
 
 // NetlinkTable is the Table of a network namespace, through netfilter
-// netlink sockets opened in that namespace: one dumps, one deletes.
+// netlink sockets opened in that namespace: lanes of one socket that
+// dumps and one that deletes, so that the dumps of a Scope run side by
+// side, one per CPU (up to maxLanes).
 type NetlinkTable struct {
-	dump, del *ctnetlink.Conn
+	mu    sync.Mutex // one Delete, List or Count at a time
+	lanes []*lane
 }
+
+// lane dumps and deletes on sockets of its own.
+type lane struct {
+	dump, del *ctnetlink.Conn
+	r         flowReader
+}
+
+// maxLanes bounds the dumps a Delete runs at once: each keeps a CPU busy
+// in the kernel's walk of the table.
+const maxLanes = 4
 
 var _ Table = (*NetlinkTable)(nil)
 
 // NewNetlinkTable opens the conntrack table of the namespace ns
 // (netns.None() for the caller's own). Close it when done.
 func NewNetlinkTable(ns netns.NsHandle) (*NetlinkTable, error) {
-	dump, err := ctnetlink.Open(ns)
-	if err != nil {
-		return nil, err
+	t := &NetlinkTable{}
+	for range max(1, min(maxLanes, runtime.GOMAXPROCS(0))) {
+		dump, err := ctnetlink.Open(ns)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		del, err := ctnetlink.Open(ns)
+		if err != nil {
+			dump.Close()
+			t.Close()
+			return nil, err
+		}
+		t.lanes = append(t.lanes, &lane{dump: dump, del: del})
 	}
-	del, err := ctnetlink.Open(ns)
-	if err != nil {
-		dump.Close()
-		return nil, err
-	}
-	return &NetlinkTable{dump: dump, del: del}, nil
+	return t, nil
 }
 
 // Close releases the netlink sockets.
 func (t *NetlinkTable) Close() {
-	t.dump.Close()
-	t.del.Close()
+	for _, l := range t.lanes {
+		l.dump.Close()
+		l.del.Close()
+	}
 }
 
 // Delete implements Table: one streamed dump per element of the filter's
 // Scope (the kernel sends only the entries of that protocol and service
-// address, when it supports CTA_FILTER), and the matched entries deleted
-// by their own tuples and id, many to a sendmsg, while the dump goes on.
-// An entry already gone counts as deleted. Filters see the ports of SCTP
-// entries too (dump.go).
+// address, when it supports CTA_FILTER), the dumps spread over the
+// lanes, and the matched entries deleted by their own tuples and id, many
+// to a sendmsg, while the dump goes on. An entry already gone counts as
+// deleted. Filters see the ports of SCTP entries too (dump.go); a Scoped
+// filter with several elements is called from several goroutines at
+// once.
 func (t *NetlinkTable) Delete(family v1.IPFamily, filter netlink.CustomConntrackFilter) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	fam := uint8(inetFamily(family))
-	batch := t.del.NewBatch(fam, ctnetlink.MsgDelete)
-	var r flowReader
+	scope := kernelFilters(filter)
+	lanes := t.lanes[:min(len(t.lanes), len(scope))]
+	counts := make([]int, len(lanes))
+	errs := make([]error, len(lanes))
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Go(func() {
+			var mine []ctnetlink.Filter
+			for j := i; j < len(scope); j += len(lanes) {
+				mine = append(mine, scope[j])
+			}
+			counts[i], errs[i] = l.delete(fam, mine, filter)
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("delete %s conntrack entries: %w", family, err)
+	}
+	return n, nil
+}
+
+// delete runs one lane's dumps.
+func (l *lane) delete(fam uint8, scope []ctnetlink.Filter, filter netlink.CustomConntrackFilter) (int, error) {
+	batch := l.del.NewBatch(fam, ctnetlink.MsgDelete)
 	var matched int
 	var errs []error
-	for _, f := range kernelFilters(filter) {
-		err := t.dump.Dump(fam, f, func(attrs []byte) error {
-			if !r.read(fam, attrs) || !filter.MatchConntrackFlow(&r.f) {
+	for _, f := range scope {
+		err := l.dump.Dump(fam, f, func(attrs []byte) error {
+			if !l.r.read(fam, attrs) || !filter.MatchConntrackFlow(&l.r.f) {
 				return nil
 			}
 			matched++
@@ -102,11 +155,7 @@ func (t *NetlinkTable) Delete(family v1.IPFamily, filter netlink.CustomConntrack
 	if failed > 0 {
 		errs = append(errs, fmt.Errorf("%d deletes failed, first: %w", failed, first))
 	}
-	n := max(0, matched-failed)
-	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("delete %s conntrack entries: %w", family, err)
-	}
-	return n, nil
+	return max(0, matched-failed), errors.Join(errs...)
 }
 
 // kernelFilters is a filter's Scope: one unfiltered dump without one.
@@ -119,17 +168,23 @@ func kernelFilters(filter netlink.CustomConntrackFilter) []ctnetlink.Filter {
 
 // Count implements Counter: the kernel's count of the namespace's
 // entries (all families).
-func (t *NetlinkTable) Count() (int, error) { return t.dump.Count() }
+func (t *NetlinkTable) Count() (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lanes[0].dump.Count()
+}
 
 // List returns the family's entries of the protocol (0 for all), for
 // diagnostics and tests, with ports of SCTP entries too.
 func (t *NetlinkTable) List(family v1.IPFamily, proto uint8) ([]*netlink.ConntrackFlow, error) {
 	fam := uint8(inetFamily(family))
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var out []*netlink.ConntrackFlow
-	var r flowReader
-	err := t.dump.Dump(fam, ctnetlink.Filter{Proto: proto}, func(attrs []byte) error {
-		if r.read(fam, attrs) && (proto == 0 || r.f.Forward.Protocol == proto) {
-			out = append(out, cloneFlow(&r.f))
+	l := t.lanes[0]
+	err := l.dump.Dump(fam, ctnetlink.Filter{Proto: proto}, func(attrs []byte) error {
+		if l.r.read(fam, attrs) && (proto == 0 || l.r.f.Forward.Protocol == proto) {
+			out = append(out, cloneFlow(&l.r.f))
 		}
 		return nil
 	})
