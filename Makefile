@@ -67,7 +67,7 @@ bench-dataplane:
 
 # Stale UDP conntrack cleanup in a table of ENTRIES entries, switchyard and
 # kube-proxy side by side (not part of `make test`; raises the machine-wide
-# nf_conntrack_max for the run and restores it):
+# nf_conntrack_max and nf_conntrack_buckets for the run and restores them):
 # make conntrack-scale [ENTRIES=1000000] [PROXIES="switchyard kube-proxy"] [PATIENCE=5m]
 ENTRIES ?= 1000000
 conntrack-scale:

@@ -93,8 +93,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, st *proxier.State, diff *pro
 		return 0, fmt.Errorf("conntrack cleanup: %w", err)
 	}
 	start := r.cfg.Clock.Now()
-	deleted, err := r.pass(st, nodeIPs, gone, r.targets(st, diff, gone, nodeIPs))
-	logPass(deleted, r.cfg.Clock.Since(start))
+	targets := r.targets(st, diff, gone, nodeIPs)
+	deleted, err := r.pass(st, nodeIPs, gone, targets)
+	logPass(deleted, r.cfg.Clock.Since(start), targets)
 	if err != nil {
 		r.fail(keys, gone)
 		return deleted, err
@@ -136,12 +137,18 @@ func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone, targets
 	return total, errors.Join(errs...)
 }
 
-func logPass(deleted int, elapsed time.Duration) {
+// logPass logs a pass: its deletes, time and scope ("wide", or how many
+// service addresses a targeted pass looked at).
+func logPass(deleted int, elapsed time.Duration, targets keySet) {
 	level := klog.Level(4)
 	if deleted > 0 {
 		level = 2
 	}
-	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed)
+	scope := "wide"
+	if targets != nil {
+		scope = fmt.Sprintf("%d addresses", len(targets))
+	}
+	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed, "scope", scope)
 }
 
 // record reports one family's pass, labelled by ip_family as kube-proxy
