@@ -48,6 +48,8 @@ type ctRow struct {
 	entries, stale           int
 	fill, dump, walk, udp    time.Duration
 	cleanup                  time.Duration
+	firstEndpoint            time.Duration // the first removed endpoint clean
+	stalePer                 map[int]int   // stale entries per shrunk service
 	done                     bool
 	rssBefore, peakRSS, hwm  int64
 	cpu                      time.Duration
@@ -123,7 +125,7 @@ func runConntrackScale(t *testing.T, proxy string, n int, patience time.Duration
 	}
 	live := env.EchoService(t, "live", env.Topo.Pods...)
 	d := startConntrackProxy(t, env, proxy)
-	row := ctRow{proxy: proxy, entries: n}
+	row := ctRow{proxy: proxy, entries: n, stalePer: map[int]int{}}
 
 	stream := startLiveStream(t, env, live)
 	defer stream.Stop()
@@ -142,6 +144,7 @@ func runConntrackScale(t *testing.T, proxy string, n int, patience time.Duration
 	for i := range n {
 		if c, s, e := mix.Where(i); c == framework.CTUDPService && s < ctShrunk && e == 0 {
 			stale.Set(i)
+			row.stalePer[s]++
 			row.stale++
 		}
 	}
@@ -397,15 +400,26 @@ func watchCleanup(t *testing.T, d *framework.Daemon, w *framework.CTWatch, ns st
 			return
 		}
 		gone, wrong := 0, 0
+		perService := map[int]int{}
+		lastOf := map[int]time.Time{}
 		for _, e := range events {
 			if stale.Has(e.Index) {
 				gone++
 				last = e.At
+				_, s, _ := mix.Where(e.Index)
+				perService[s]++
+				lastOf[s] = e.At
 			} else {
 				wrong++
 			}
 		}
 		row.wronglyDeleted, row.foreignDeleted = wrong, foreign
+		// The first removed endpoint whose stale entries are all gone.
+		for s, n := range perService {
+			if n == row.stalePer[s] && (row.firstEndpoint == 0 || lastOf[s].Sub(t0) < row.firstEndpoint) {
+				row.firstEndpoint = lastOf[s].Sub(t0)
+			}
+		}
 		if gone == row.stale {
 			row.cleanup, row.done = last.Sub(t0), true
 			// A second more of samples: late deletes and the memory
@@ -522,15 +536,15 @@ func verifyAfter(t *testing.T, env *framework.Env, mix *framework.CTMix, stale f
 
 func reportConntrackScale(t *testing.T, rows []ctRow) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| proxy | entries | stale | cleanup | peak RSS during cleanup | RSS before | CPU during cleanup | wrongly deleted | stale left | live UDP flow moved after |\n")
-	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| proxy | entries | stale | cleanup | first endpoint clean | peak RSS during cleanup | RSS before | CPU during cleanup | wrongly deleted | stale left | live UDP flow moved after |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		cleanup := secs(r.cleanup)
 		if !r.done {
 			cleanup = "not done"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d MB | %d MB | %s | %d | %d | %s |\n", r.proxy, r.entries, r.stale, cleanup,
-			r.peakRSS>>20, r.rssBefore>>20, secs(r.cpu), r.wronglyDeleted, r.leftOver, secs(r.liveMoved))
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %d MB | %d MB | %s | %d | %d | %s |\n", r.proxy, r.entries, r.stale, cleanup,
+			secs(r.firstEndpoint), r.peakRSS>>20, r.rssBefore>>20, secs(r.cpu), r.wronglyDeleted, r.leftOver, secs(r.liveMoved))
 	}
 	for _, r := range rows {
 		if len(r.passes) > 0 {
