@@ -91,17 +91,10 @@ func (r *Reconciler) targetedPays(n int) bool {
 // scopeOf is the kernel filters of one family's pass: one per target of
 // the family, or one per protocol the index cleans for a wide pass.
 func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Filter {
-	var out []ctnetlink.Filter
 	if targets == nil {
-		protos := map[uint8]bool{}
-		for k := range ix {
-			if !protos[k.proto] {
-				protos[k.proto] = true
-				out = append(out, ctnetlink.Filter{Proto: k.proto})
-			}
-		}
-		return out
+		return wideScope(ix)
 	}
+	var out []ctnetlink.Filter
 	for k := range targets {
 		if proxier.FamilyOf(k.addr) == family {
 			out = append(out, ctnetlink.Filter{Proto: k.proto, OrigDst: netip.AddrPortFrom(k.addr, k.port)})
@@ -121,4 +114,18 @@ func (r *Reconciler) learn(sent int) {
 	if n, err := c.Count(); err == nil && n >= learnMin {
 		r.sentShare = min(1, float64(sent)/float64(n))
 	}
+}
+
+// wideScope is a wide pass's scope: one filter per protocol the index
+// cleans.
+func wideScope(ix serviceIndex) []ctnetlink.Filter {
+	var out []ctnetlink.Filter
+	protos := map[uint8]bool{}
+	for k := range ix {
+		if !protos[k.proto] {
+			protos[k.proto] = true
+			out = append(out, ctnetlink.Filter{Proto: k.proto})
+		}
+	}
+	return out
 }
