@@ -7,9 +7,9 @@
 // entries) are sent many to a sendmsg, with the kernel's errors counted
 // from what it queues.
 //
-// A kernel older than CTA_FILTER ignores the attribute and sends every
-// entry of the family: callers must still decide on every entry they
-// get (Filter narrows, it never decides).
+// A kernel older than CTA_FILTER is expected to ignore the attribute and
+// send every entry of the family (not tested): callers must still decide
+// on every entry they get (Filter narrows, it never decides).
 //
 // The conntrack reconciler (conntrack/) dumps and deletes through it; the
 // conntrack scale harness (conntrack/testing, e2e) fills tables of
