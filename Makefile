@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow conntrack-scale deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -81,6 +81,14 @@ hollow: build
 	  SWITCHYARD_BIN=$(CURDIR)/$(BIN) SWITCHYARD_KUBEMARK=$$kubemark HOLLOW_N="$(N)" HOLLOW_SERVICES=$(SERVICES) \
 	  HOLLOW_ENDPOINTS=$(ENDPOINTS) HOLLOW_CHANGES=$(CHANGES) HOLLOW_PROXIES="$(PROXIES)" \
 	  $(GO) test -tags e2e -count=1 -timeout 180m -run '^TestHollow$$' -v ./e2e/hollow/
+
+# Stale UDP conntrack cleanup in a table of ENTRIES entries, switchyard and
+# kube-proxy side by side (not part of `make test`; raises the machine-wide
+# nf_conntrack_max and nf_conntrack_buckets for the run and restores them):
+# make conntrack-scale [ENTRIES=1000000] [PROXIES="switchyard kube-proxy"] [PATIENCE=5m]
+ENTRIES ?= 1000000
+conntrack-scale:
+	ENTRIES=$(ENTRIES) hack/bench/conntrack-scale.sh
 
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables

@@ -25,17 +25,27 @@
 // shows both). Entries that are not service traffic, and all TCP entries,
 // are never touched.
 //
-// The decision is made inside the netlink delete filter, so a pass is one
-// dump of the family's table plus one delete request per stale entry
-// (Table). Nothing is scanned unless the sync's Diff says something
-// relevant changed (an endpoint went away, a UDP/SCTP port was deleted,
-// gained its first endpoints, or changed its addresses, or the sync was
-// full) and there is UDP/SCTP service traffic to look at. A failed pass is
-// retried after the next sync.
+// The decision is made inside the delete filter, on a dump streamed a
+// datagram at a time (internal/ctnetlink), and stale entries are deleted
+// many to a sendmsg while it goes on: a pass holds no more of the table
+// than one datagram, whatever its size (Table). The kernel narrows the
+// dump (Scoped, scope.go): after a full sync or a failed pass it sends
+// every UDP/SCTP entry (a wide pass); after a partial sync, when that is
+// cheaper, only the entries of the service addresses the Diff names (a
+// targeted pass, one dump and so one walk of the kernel's table per
+// address, spread over up to four CPUs). Nothing is scanned unless the
+// sync's Diff says something relevant changed (an endpoint went away, a
+// UDP/SCTP port was deleted, gained its first endpoints, or changed its
+// addresses, or the sync was full) and there is UDP/SCTP service traffic
+// to look at. A failed pass is retried, wide, after the next sync. A
+// targeted pass leaves stale entries of addresses the Diff does not name
+// (there are none unless something other than the Diff made them) to
+// the next wide pass.
 //
 // SCTP is matched by address and port, like UDP and as kube-proxy does:
-// netlink v1.3.1 parses ports of TCP and UDP entries only, so
-// NetlinkTable dumps and parses the table itself (dump.go).
+// netlink v1.3.1 parses ports of TCP and UDP entries only (and reads a
+// whole dump into memory), so NetlinkTable dumps and parses the table
+// itself (dump.go).
 //
 // In userspace mode there are no NAT entries for services: the proxy
 // itself receives the client's packets on the service address and opens

@@ -30,10 +30,11 @@ func TestParseFlowSCTPPorts(t *testing.T) {
 	msg = append(msg, tupleAttr(nl.CTA_TUPLE_ORIG, "10.244.3.5", "10.96.0.20", protoSCTP, 40007, 9999).Serialize()...)
 	msg = append(msg, tupleAttr(nl.CTA_TUPLE_REPLY, "10.244.1.10", "10.244.3.5", protoSCTP, 9998, 40007).Serialize()...)
 	msg = append(msg, nl.NewRtAttr(3 /* CTA_STATUS */, nl.BEUint32Attr(0x188)).Serialize()...)
-	f, err := parseFlow(msg)
-	if err != nil {
-		t.Fatal(err)
+	var r flowReader
+	if !r.read(unix.AF_INET, msg[nl.SizeofNfgenmsg:]) {
+		t.Fatal("the entry did not parse")
 	}
+	f := &r.f
 	got := tupleOf(f)
 	if got.proto != protoSCTP || got.origDst.String() != "10.96.0.20:9999" || got.replySrc.String() != "10.244.1.10:9998" {
 		t.Errorf("parsed %+v", got)
@@ -41,7 +42,17 @@ func TestParseFlowSCTPPorts(t *testing.T) {
 	if f.FamilyType != unix.AF_INET || f.Forward.SrcPort != 40007 || !f.Forward.SrcIP.Equal(net.ParseIP("10.244.3.5")) {
 		t.Errorf("forward tuple %+v", f.Forward)
 	}
-	if _, err := parseFlow(msg[:4]); err == nil {
+	kept := cloneFlow(f)
+	if r.read(unix.AF_INET, nil) {
 		t.Errorf("an entry without tuples parsed")
+	}
+	// The reader reuses its flow; a clone keeps what it was.
+	other := append([]byte(nil), tupleAttr(nl.CTA_TUPLE_ORIG, "10.244.3.6", "10.96.0.21", protoUDP, 1, 53).Serialize()...)
+	other = append(other, tupleAttr(nl.CTA_TUPLE_REPLY, "10.244.1.11", "10.244.3.6", protoUDP, 5353, 1).Serialize()...)
+	if !r.read(unix.AF_INET, other) || r.f.Forward.DstIP.String() != "10.96.0.21" {
+		t.Fatalf("second entry: %+v", r.f.Forward)
+	}
+	if kept.Forward.DstIP.String() != "10.96.0.20" || kept.Reverse.SrcPort != 9998 {
+		t.Errorf("the clone changed with the reader: %+v", kept)
 	}
 }

@@ -3,7 +3,9 @@ package conntrack
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 
+	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/vishvananda/netlink"
 	"k8s.io/klog/v2"
 )
@@ -31,15 +33,25 @@ func addrOf(ip net.IP) netip.Addr {
 }
 
 // staleFilter is the netlink.CustomConntrackFilter handed to the delete
-// pass: it matches the flows the index says are stale.
+// pass: it matches the flows the index says are stale, among those the
+// kernel sends for its scope (Scoped), and counts them.
 type staleFilter struct {
 	index serviceIndex
+	scope []ctnetlink.Filter
+	seen  atomic.Int64 // called from a goroutine per dump
 }
 
-var _ netlink.CustomConntrackFilter = staleFilter{}
+var (
+	_ netlink.CustomConntrackFilter = (*staleFilter)(nil)
+	_ Scoped                        = (*staleFilter)(nil)
+)
+
+// Scope implements Scoped.
+func (s *staleFilter) Scope() []ctnetlink.Filter { return s.scope }
 
 // MatchConntrackFlow implements netlink.CustomConntrackFilter.
-func (s staleFilter) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
+func (s *staleFilter) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
+	s.seen.Add(1)
 	t := tupleOf(f)
 	if !s.index.isStale(&t) {
 		return false

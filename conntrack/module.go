@@ -3,12 +3,13 @@ package conntrack
 import (
 	"errors"
 	"io/fs"
+	"net/netip"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/switchyard-proxy/switchyard/internal/sysctl"
 )
 
@@ -54,6 +55,12 @@ func TriggerModuleLoad() error {
 	}
 	defer t.Close()
 	// The table is empty when the module was not loaded: the dump is
-	// only the trigger.
-	return dumpFlows(t.sock, v1.IPv4Protocol, func(*netlink.ConntrackFlow, []byte) {})
+	// only the trigger (narrowed in the kernel to nothing, in case it
+	// was loaded after all and holds millions).
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lanes[0].dump.Dump(uint8(inetFamily(v1.IPv4Protocol)), matchNothing, func([]byte) error { return nil })
 }
+
+// matchNothing is a dump filter no entry matches: UDP to 0.0.0.0.
+var matchNothing = ctnetlink.Filter{Proto: protoUDP, OrigDst: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -28,6 +29,10 @@ type Config struct {
 	NodeIPs []netip.Addr
 	// Clock times the passes; nil means the real clock.
 	Clock clock.PassiveClock
+	// Background makes PostSync plan the pass and return: the pass runs
+	// on a goroutine of its own, so a sync (and the sync after it) never
+	// waits for a walk of a big table (background.go).
+	Background bool
 }
 
 // Reconciler deletes stale UDP and SCTP conntrack entries after each
@@ -45,6 +50,15 @@ type Reconciler struct {
 	// retry is set when the last pass failed: the next sync scans whatever
 	// its Diff says.
 	retry bool
+	// sentShare is the share of the table the last wide pass was sent
+	// (scope.go); negative until one ran.
+	sentShare float64
+
+	// Background passes (background.go): the pass waiting, and whether
+	// the goroutine runs.
+	bg      sync.Mutex
+	queued  *job
+	running bool
 }
 
 var _ proxier.PostSyncHook = (*Reconciler)(nil)
@@ -57,20 +71,56 @@ func New(table Table, cfg Config, m *metrics.Metrics) *Reconciler {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Reconciler{table: table, cfg: cfg, metrics: m}
+	return &Reconciler{table: table, cfg: cfg, metrics: m, sentShare: -1}
 }
 
 // PostSync implements proxier.PostSyncHook. Errors are logged and the pass
-// is retried after the next sync; they never fail the sync.
+// is retried after the next sync; they never fail the sync. With
+// Config.Background the pass runs after PostSync returns (background.go).
 func (r *Reconciler) PostSync(ctx context.Context, st *proxier.State, diff *proxier.Diff) {
+	if r.cfg.Background {
+		if j, err := r.plan(ctx, st, diff); err != nil {
+			klog.ErrorS(err, "Conntrack cleanup failed; retrying after the next sync")
+		} else if j != nil {
+			r.enqueue(j)
+		}
+		return
+	}
 	if _, err := r.Reconcile(ctx, st, diff); err != nil {
 		klog.ErrorS(err, "Conntrack cleanup failed; retrying after the next sync")
 	}
 }
 
-// Reconcile is PostSync that reports: it returns the number of entries
-// deleted, and the error of a failed pass.
+// Reconcile is PostSync that reports, and never in the background: it
+// returns the number of entries deleted, and the error of a failed pass.
 func (r *Reconciler) Reconcile(ctx context.Context, st *proxier.State, diff *proxier.Diff) (int, error) {
+	j, err := r.plan(ctx, st, diff)
+	if err != nil || j == nil {
+		return 0, err
+	}
+	return r.run(j)
+}
+
+// job is one planned pass: everything it needs, computed from the State
+// when it was planned (the pass may run after the next sync has begun).
+type job struct {
+	families []familyPass
+	gone     keySet // redone after a failure
+	wide     bool   // a wide pass: it measures the share sent
+}
+
+// familyPass is one family's part of a job.
+type familyPass struct {
+	family v1.IPFamily
+	index  serviceIndex
+	scope  []ctnetlink.Filter
+}
+
+// plan decides, under the lock, whether the sync calls for a pass and
+// what it looks at; nil when there is nothing to do. The service
+// addresses are remembered for the next sync at once; a failed pass puts
+// back the gone ones and makes the next pass wide (run).
+func (r *Reconciler) plan(ctx context.Context, st *proxier.State, diff *proxier.Diff) (*job, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	nodeIPs := r.nodeIPs(st)
@@ -79,60 +129,83 @@ func (r *Reconciler) Reconcile(ctx context.Context, st *proxier.State, diff *pro
 	if len(keys) == 0 && len(gone) == 0 {
 		// No UDP/SCTP service traffic, now or before: nothing can be stale.
 		r.prevKeys, r.retry = keys, false
-		return 0, nil
+		return nil, nil
 	}
 	if !r.needsPass(diff, len(gone) > 0) {
 		r.prevKeys = keys
-		return 0, nil
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		r.fail(keys, gone)
-		return 0, fmt.Errorf("conntrack cleanup: %w", err)
+		r.prevKeys = keys
+		r.failLocked(gone)
+		return nil, fmt.Errorf("conntrack cleanup: %w", err)
 	}
-	start := r.cfg.Clock.Now()
-	deleted, err := r.pass(st, nodeIPs, gone)
-	logPass(deleted, r.cfg.Clock.Since(start))
-	if err != nil {
-		r.fail(keys, gone)
-		return deleted, err
+	targets := r.targets(st, diff, gone, nodeIPs)
+	j := &job{gone: gone, wide: targets == nil}
+	for _, fam := range r.cfg.Families {
+		ix := buildIndex(st, fam, nodeIPs, gone)
+		if scope := scopeOf(ix, targets, fam); len(ix) > 0 && len(scope) > 0 {
+			j.families = append(j.families, familyPass{family: fam, index: ix, scope: scope})
+		}
 	}
 	r.prevKeys, r.retry = keys, false
-	return deleted, nil
+	return j, nil
 }
 
-// fail remembers that the pass must be redone, gone addresses included.
-func (r *Reconciler) fail(keys, gone keySet) {
-	r.prevKeys = maps.Clone(keys)
+// failLocked remembers that the pass must be redone, wide, gone
+// addresses included.
+func (r *Reconciler) failLocked(gone keySet) {
+	if r.prevKeys == nil {
+		r.prevKeys = keySet{}
+	}
 	maps.Copy(r.prevKeys, gone)
 	r.retry = true
 }
 
-// pass cleans each family's table once.
-func (r *Reconciler) pass(st *proxier.State, nodeIPs []netip.Addr, gone keySet) (int, error) {
-	var total int
+// run makes a planned pass: each family's table once.
+func (r *Reconciler) run(j *job) (int, error) {
+	start := r.cfg.Clock.Now()
+	var total, sent int
 	var errs []error
-	for _, fam := range r.cfg.Families {
-		ix := buildIndex(st, fam, nodeIPs, gone)
-		if len(ix) == 0 {
-			continue
-		}
-		start := r.cfg.Clock.Now()
-		n, err := r.table.Delete(fam, staleFilter{index: ix})
-		r.record(fam, n, r.cfg.Clock.Since(start))
-		total += n
+	for _, fp := range j.families {
+		filter := &staleFilter{index: fp.index, scope: fp.scope}
+		passStart := r.cfg.Clock.Now()
+		n, err := r.table.Delete(fp.family, filter)
+		r.record(fp.family, n, r.cfg.Clock.Since(passStart))
+		total, sent = total+n, sent+int(filter.seen.Load())
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return total, errors.Join(errs...)
+	logPass(total, r.cfg.Clock.Since(start), j)
+	err := errors.Join(errs...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.failLocked(j.gone)
+	case j.wide:
+		r.learn(sent)
+	}
+	return total, err
 }
 
-func logPass(deleted int, elapsed time.Duration) {
+// logPass logs a pass: its deletes, time and scope ("wide", or how many
+// service addresses a targeted pass looked at).
+func logPass(deleted int, elapsed time.Duration, j *job) {
 	level := klog.Level(4)
 	if deleted > 0 {
 		level = 2
 	}
-	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed)
+	scope := "wide"
+	if !j.wide {
+		n := 0
+		for _, fp := range j.families {
+			n += len(fp.scope)
+		}
+		scope = fmt.Sprintf("%d addresses", n)
+	}
+	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed, "scope", scope)
 }
 
 // record reports one family's pass, labelled by ip_family as kube-proxy

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 )
@@ -91,13 +92,14 @@ type Table struct {
 	mu      sync.Mutex
 	entries []Entry
 	passes  map[v1.IPFamily]int
+	scopes  map[v1.IPFamily][]ctnetlink.Filter
 	// failErr, when set, fails the next Delete before it touches anything.
 	failErr error
 }
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	return &Table{passes: map[v1.IPFamily]int{}}
+	return &Table{passes: map[v1.IPFamily]int{}, scopes: map[v1.IPFamily][]ctnetlink.Filter{}}
 }
 
 // Add inserts entries, all or none.
@@ -142,8 +144,10 @@ func (t *Table) FailNextDelete(err error) {
 	t.failErr = err
 }
 
-// Delete deletes the family's entries that filter matches, in one pass,
-// as netlink's ConntrackDeleteFilters does.
+// Delete deletes the family's entries that filter matches, in one pass.
+// A filter with a Scope (conntrack.Scoped) is offered only the entries
+// one of its kernel filters lets through, as the kernel's dump filters
+// do.
 func (t *Table) Delete(family v1.IPFamily, filter netlink.CustomConntrackFilter) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -152,11 +156,45 @@ func (t *Table) Delete(family v1.IPFamily, filter netlink.CustomConntrackFilter)
 		return 0, fmt.Errorf("delete %s conntrack entries: %w", family, err)
 	}
 	t.passes[family]++
+	var scope []ctnetlink.Filter
+	if s, ok := filter.(interface{ Scope() []ctnetlink.Filter }); ok {
+		scope = s.Scope()
+	}
+	t.scopes[family] = scope
 	before := len(t.entries)
 	t.entries = slices.DeleteFunc(t.entries, func(e Entry) bool {
-		return e.Family() == family && filter.MatchConntrackFlow(flowOf(e))
+		return e.Family() == family && offered(scope, e) && filter.MatchConntrackFlow(flowOf(e))
 	})
 	return before - len(t.entries), nil
+}
+
+func offered(scope []ctnetlink.Filter, e Entry) bool {
+	if scope == nil {
+		return true
+	}
+	orig := ctnetlink.Tuple{Proto: e.Proto, Src: e.OrigSrc, Dst: e.OrigDst}
+	reply := ctnetlink.Tuple{Proto: e.Proto, Src: e.ReplySrc, Dst: e.ReplyDst}
+	for _, f := range scope {
+		if f.Matches(orig, reply) {
+			return true
+		}
+	}
+	return false
+}
+
+// LastScope returns the kernel filters of the family's last pass: nil
+// for the whole table.
+func (t *Table) LastScope(family v1.IPFamily) []ctnetlink.Filter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.scopes[family]
+}
+
+// Count is how many entries the table holds, all families.
+func (t *Table) Count() (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries), nil
 }
 
 // flowOf renders an entry as netlink v1.3.1 parses a dumped one.

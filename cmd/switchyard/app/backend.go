@@ -260,7 +260,9 @@ func postSyncHooks(o *Options, m *metrics.Metrics, reg prometheus.Registerer, ba
 		if table, err = conntrack.NewNetlinkTable(netns.None()); err != nil {
 			return nil, fmt.Errorf("opening conntrack netlink: %w", err)
 		}
-		hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families}, m))
+		// In the background: a pass over a big table must not hold back
+		// the next sync (conntrack/background.go).
+		hooks = append(hooks, conntrack.New(table, conntrack.Config{Families: o.Families, Background: true}, m))
 	}
 	if !o.ResetVanished {
 		return hooks, nil
