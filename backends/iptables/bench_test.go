@@ -42,11 +42,11 @@ func benchEndpoints(i, eps, gen int) []proxier.Endpoint {
 }
 
 // fullPayloadBytes renders state and returns the bytes of its full sync.
-func fullPayloadBytes(fc *familyConfig, st *proxier.State) (int, int) {
+func fullPayloadBytes(tb testing.TB, fc *familyConfig, st *proxier.State) (int, int) {
 	rs := render(fc, st)
 	size, n := 0, 0
 	for _, tx := range planTransactions(rs.chains(), nil, DefaultChunkRules) {
-		size += len(tx.payload())
+		size += len(mustPayload(tb, tx))
 		n++
 	}
 	return size, n
@@ -61,7 +61,7 @@ func BenchmarkRender(b *testing.B) {
 			for b.Loop() {
 				render(fc, st)
 			}
-			size, txs := fullPayloadBytes(fc, st)
+			size, txs := fullPayloadBytes(b, fc, st)
 			b.ReportMetric(float64(size), "payload-bytes")
 			b.ReportMetric(float64(txs), "transactions")
 		})

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"bytes"
-	"io"
 	"iter"
 	"slices"
 )
@@ -31,26 +30,6 @@ func writeLines(c *chainRules) int {
 		return len(c.edits)
 	}
 	return 1 + c.ruleCount()
-}
-
-// lines is what the payload writes for a chain: its edits, or its rules
-// after its declaration (a sealed chain's rendered again by x).
-func (c *chainRules) lines(x *rerenderer) ([]string, error) {
-	switch {
-	case c.edits != nil:
-		return c.edits, nil
-	case c.sealed != nil:
-		return x.rules(c)
-	}
-	return c.rules, nil
-}
-
-// lineCount is how many lines lines returns.
-func (c *chainRules) lineCount() int {
-	if c.edits != nil {
-		return len(c.edits)
-	}
-	return c.ruleCount()
 }
 
 // deleteLines is what a deletion costs: the declaration and the -X.
@@ -100,83 +79,116 @@ func planTransactions(writes []*chainRules, deletes []chainKey, bound int) []*tr
 	return out
 }
 
-// payload renders the transaction as iptables-restore input (see
-// WriteTo) into one buffer.
-func (t *transaction) payload() []byte {
-	var b bytes.Buffer
-	b.Grow(t.lines * 120)
-	_, _ = t.WriteTo(&b)
-	return b.Bytes()
+// payloadChunk is about the size of the pieces chunks yields: the
+// capacity of a pipe, so each piece is one write into iptables-restore's
+// stdin.
+const payloadChunk = 64 << 10
+
+// chunks yields the transaction as iptables-restore input, in pieces of
+// about payloadChunk bytes: per table, the declarations of every chain it
+// touches, the rules of the chains it writes, then the deletions. A
+// piece is only valid until the next one is asked for. It is pure: the
+// rules of sealed chains are rendered again here (sealed.go), a port at
+// a time, so a full sync's payload (~40 MB at 10k services x 10
+// endpoints) is never held whole, beside the rules it is made of; apply
+// writes the pieces into iptables-restore as they come. A sealed chain
+// that renders differently ends it with an error, before its table's
+// COMMIT. Same transaction, same bytes.
+func (t *transaction) chunks() iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		c := &chunker{yield: yield}
+		for _, tbl := range allTables() {
+			if t.touches(tbl) && !t.writeTable(c, tbl) {
+				return
+			}
+		}
+		c.flush()
+	}
 }
 
-// WriteTo writes the transaction as iptables-restore input: per table,
-// the declarations of every chain it touches, the rules of the chains it
-// writes, then the deletions. A full sync streams it into
-// iptables-restore's stdin (runner.StreamRestorer) rather than holding
-// it whole: ~40 MB at 10k services x 10 endpoints, beside the rules it
-// is made of. Same transaction, same bytes.
-func (t *transaction) WriteTo(w io.Writer) (int64, error) {
-	p := payloadWriter{w: w}
-	for _, tbl := range allTables() {
-		if !t.touches(tbl) {
+// writeTable writes one table's section; false when the chunks stopped.
+func (t *transaction) writeTable(c *chunker, tbl table) bool {
+	c.line("*", string(tbl))
+	if t.listing[tbl] {
+		c.line("-S")
+	}
+	for name := range t.declared(tbl) {
+		c.line(":", name, " - [0:0]")
+	}
+	for _, w := range t.writes {
+		if w.key.table != tbl {
 			continue
 		}
-		p.line("*", string(tbl))
-		if t.listing[tbl] {
-			p.line("-S")
+		lines, err := chainLines(w, t.rerender)
+		if err != nil {
+			c.fail(err)
+			return false
 		}
-		for name := range t.declared(tbl) {
-			p.line(":", name, " - [0:0]")
+		for _, r := range lines {
+			c.line(r)
 		}
-		for _, c := range t.writes {
-			if c.key.table != tbl {
-				continue
-			}
-			lines, err := c.lines(t.rerender)
-			if err != nil && p.err == nil {
-				// Stops the writing: the restore is killed before this
-				// table's COMMIT, which leaves the table untouched.
-				p.err = err
-			}
-			for _, r := range lines {
-				p.line(r)
-			}
-		}
-		for _, k := range t.deletes {
-			if k.table == tbl {
-				p.line("-X ", k.name)
-			}
-		}
-		for _, l := range t.jumps.jumpLines(tbl) {
-			p.line(l)
-		}
-		p.line("COMMIT")
 	}
-	return p.n, p.err
-}
-
-// payloadWriter writes lines made of parts, counting bytes; the first
-// error sticks and stops the writing.
-type payloadWriter struct {
-	w   io.Writer
-	n   int64
-	err error
-}
-
-func (p *payloadWriter) line(parts ...string) {
-	for _, s := range parts {
-		p.write(s)
+	for _, k := range t.deletes {
+		if k.table == tbl {
+			c.line("-X ", k.name)
+		}
 	}
-	p.write("\n")
+	for _, l := range t.jumps.jumpLines(tbl) {
+		c.line(l)
+	}
+	c.line("COMMIT")
+	return !c.stopped
 }
 
-func (p *payloadWriter) write(s string) {
-	if p.err != nil {
+// payload is the whole payload in one buffer (the restores of partial
+// syncs, and runners that cannot stream), or the error that ended it.
+func (t *transaction) payload() ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(t.lines * 120)
+	for chunk, err := range t.chunks() {
+		if err != nil {
+			return nil, err
+		}
+		b.Write(chunk)
+	}
+	return b.Bytes(), nil
+}
+
+// chunker gathers payload lines made of parts into pieces of about
+// payloadChunk bytes and yields them; once yield says stop, it writes
+// nothing more.
+type chunker struct {
+	buf     []byte
+	yield   func([]byte, error) bool
+	stopped bool
+}
+
+func (c *chunker) line(parts ...string) {
+	if c.stopped {
 		return
 	}
-	n, err := io.WriteString(p.w, s)
-	p.n += int64(n)
-	p.err = err
+	for _, s := range parts {
+		c.buf = append(c.buf, s...)
+	}
+	c.buf = append(c.buf, '\n')
+	if len(c.buf) >= payloadChunk {
+		c.flush()
+	}
+}
+
+func (c *chunker) flush() {
+	if !c.stopped && len(c.buf) > 0 {
+		c.stopped = !c.yield(c.buf, nil)
+		c.buf = c.buf[:0]
+	}
+}
+
+// fail ends the chunks with err; the lines not yet yielded are dropped.
+func (c *chunker) fail(err error) {
+	if !c.stopped {
+		c.stopped = true
+		c.yield(nil, err)
+	}
 }
 
 // declared lists the chains the transaction declares in a table (those it
@@ -233,7 +245,23 @@ func (t *transaction) touches(tbl table) bool {
 func (t *transaction) rulesWritten() map[table]int {
 	out := map[table]int{}
 	for _, c := range t.writes {
-		out[c.key.table] += c.lineCount()
+		if c.edits != nil {
+			out[c.key.table] += len(c.edits)
+		} else {
+			out[c.key.table] += c.ruleCount()
+		}
 	}
 	return out
+}
+
+// chainLines is what the payload writes for a chain: its edits, or its
+// rules after its declaration (a sealed chain's rendered again by x).
+func chainLines(c *chainRules, x *rerenderer) ([]string, error) {
+	switch {
+	case c.edits != nil:
+		return c.edits, nil
+	case c.sealed != nil:
+		return x.rules(c)
+	}
+	return c.rules, nil
 }
