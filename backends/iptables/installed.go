@@ -57,7 +57,8 @@ func (in *installedChains) record(tx *transaction) {
 
 // recordUncertain notes a failed transaction. A table committed before
 // the failing one may have applied: its written chains may exist with
-// unknown content, its deleted chains may still exist.
+// unknown content, its deleted chains may still exist. The next sync is
+// full (sync.go) and settles both.
 func (in *installedChains) recordUncertain(tx *transaction) {
 	for _, c := range tx.writes {
 		in.set(c.key, installedChain{rules: c.ruleCount()})

@@ -88,13 +88,14 @@ func (f *familySync) sync(ctx context.Context, b *Backend, state *proxier.State,
 		rs, txs = f.planPartial(b, state, diff)
 	}
 	f.repair = nil
-	// No baseline until this sync succeeds: the next sync is full. The
-	// proxier's runner asks for a full sync after any failure too, but the
-	// Diff it carries names what the proxier saw change, not what a failed
-	// apply left half-written (the committed chunks of a full sync this
-	// family decided on itself, for a canary gone or a changed node
-	// address, or of a partial one), and prev would no longer describe the
-	// kernel. A caller that retries with a partial Diff gets a full sync.
+	// No baseline until this sync succeeds, so the next sync is full. The
+	// proxier's runner also asks for a full sync after a failure, but this
+	// is no duplicate: once an apply failed half-way (some transactions
+	// committed, the failing one perhaps in part), prev, what a partial
+	// sync diffs against, no longer describes the kernel, and the Diff a
+	// caller retries with names what changed in the State, not what this
+	// family chose to rewrite (a full sync for a canary gone, a repair).
+	// So a retry with a partial Diff is full too (TestFailedRestoreKeepsRules).
 	f.prev = nil
 	if err != nil {
 		return out, err
