@@ -74,11 +74,11 @@ type streamedPayload struct{ tx *transaction }
 
 func (p streamedPayload) WriteTo(w io.Writer) (int64, error) {
 	var n int64
-	for chunk, err := range p.tx.chunks() {
+	for piece, err := range p.tx.pieces() {
 		if err != nil {
 			return n, err
 		}
-		m, err := w.Write(chunk)
+		m, err := io.WriteString(w, piece)
 		n += int64(m)
 		if err != nil {
 			return n, err

@@ -79,41 +79,35 @@ func planTransactions(writes []*chainRules, deletes []chainKey, bound int) []*tr
 	return out
 }
 
-// payloadChunk is about the size of the pieces chunks yields: the
-// capacity of a pipe, so each piece is one write into iptables-restore's
-// stdin.
-const payloadChunk = 64 << 10
-
-// chunks yields the transaction as iptables-restore input, in pieces of
-// about payloadChunk bytes: per table, the declarations of every chain it
-// touches, the rules of the chains it writes, then the deletions. A
-// piece is only valid until the next one is asked for. It is pure: the
-// rules of sealed chains are rendered again here (sealed.go), a port at
-// a time, so a full sync's payload (~40 MB at 10k services x 10
-// endpoints) is never held whole, beside the rules it is made of; apply
-// writes the pieces into iptables-restore as they come. A sealed chain
-// that renders differently ends it with an error, before its table's
-// COMMIT. Same transaction, same bytes.
-func (t *transaction) chunks() iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		c := &chunker{yield: yield}
+// pieces yields the transaction as iptables-restore input, piece by
+// piece (the parts of each line, then its end), without copying:
+// per table, the declarations of every chain it touches, the rules of
+// the chains it writes, then the deletions. It is pure: the rules of
+// sealed chains are rendered again here (sealed.go), a port at a time,
+// so a full sync's payload (~40 MB at 10k services x 10 endpoints) is
+// never held whole, beside the rules it is made of; apply writes the
+// pieces into iptables-restore as they come. A sealed chain that renders
+// differently ends it with an error, before its table's COMMIT. Same
+// transaction, same bytes.
+func (t *transaction) pieces() iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		e := &emitter{yield: yield}
 		for _, tbl := range allTables() {
-			if t.touches(tbl) && !t.writeTable(c, tbl) {
+			if t.touches(tbl) && !t.writeTable(e, tbl) {
 				return
 			}
 		}
-		c.flush()
 	}
 }
 
-// writeTable writes one table's section; false when the chunks stopped.
-func (t *transaction) writeTable(c *chunker, tbl table) bool {
-	c.line("*", string(tbl))
+// writeTable writes one table's section; false when the pieces stopped.
+func (t *transaction) writeTable(e *emitter, tbl table) bool {
+	e.line("*", string(tbl))
 	if t.listing[tbl] {
-		c.line("-S")
+		e.line("-S")
 	}
 	for name := range t.declared(tbl) {
-		c.line(":", name, " - [0:0]")
+		e.line(":", name, " - [0:0]")
 	}
 	for _, w := range t.writes {
 		if w.key.table != tbl {
@@ -121,23 +115,23 @@ func (t *transaction) writeTable(c *chunker, tbl table) bool {
 		}
 		lines, err := chainLines(w, t.rerender)
 		if err != nil {
-			c.fail(err)
+			e.fail(err)
 			return false
 		}
 		for _, r := range lines {
-			c.line(r)
+			e.line(r)
 		}
 	}
 	for _, k := range t.deletes {
 		if k.table == tbl {
-			c.line("-X ", k.name)
+			e.line("-X ", k.name)
 		}
 	}
 	for _, l := range t.jumps.jumpLines(tbl) {
-		c.line(l)
+		e.line(l)
 	}
-	c.line("COMMIT")
-	return !c.stopped
+	e.line("COMMIT")
+	return !e.stopped
 }
 
 // payload is the whole payload in one buffer (the restores of partial
@@ -145,49 +139,40 @@ func (t *transaction) writeTable(c *chunker, tbl table) bool {
 func (t *transaction) payload() ([]byte, error) {
 	var b bytes.Buffer
 	b.Grow(t.lines * 120)
-	for chunk, err := range t.chunks() {
+	for piece, err := range t.pieces() {
 		if err != nil {
 			return nil, err
 		}
-		b.Write(chunk)
+		b.WriteString(piece)
 	}
 	return b.Bytes(), nil
 }
 
-// chunker gathers payload lines made of parts into pieces of about
-// payloadChunk bytes and yields them; once yield says stop, it writes
-// nothing more.
-type chunker struct {
-	buf     []byte
-	yield   func([]byte, error) bool
+// emitter yields payload lines made of parts; once yield says stop, it
+// yields nothing more.
+type emitter struct {
+	yield   func(string, error) bool
 	stopped bool
 }
 
-func (c *chunker) line(parts ...string) {
-	if c.stopped {
-		return
-	}
+func (e *emitter) line(parts ...string) {
 	for _, s := range parts {
-		c.buf = append(c.buf, s...)
+		e.put(s)
 	}
-	c.buf = append(c.buf, '\n')
-	if len(c.buf) >= payloadChunk {
-		c.flush()
+	e.put("\n")
+}
+
+func (e *emitter) put(s string) {
+	if !e.stopped {
+		e.stopped = !e.yield(s, nil)
 	}
 }
 
-func (c *chunker) flush() {
-	if !c.stopped && len(c.buf) > 0 {
-		c.stopped = !c.yield(c.buf, nil)
-		c.buf = c.buf[:0]
-	}
-}
-
-// fail ends the chunks with err; the lines not yet yielded are dropped.
-func (c *chunker) fail(err error) {
-	if !c.stopped {
-		c.stopped = true
-		c.yield(nil, err)
+// fail ends the pieces with err.
+func (e *emitter) fail(err error) {
+	if !e.stopped {
+		e.stopped = true
+		e.yield("", err)
 	}
 }
 
