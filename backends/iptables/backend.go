@@ -22,9 +22,9 @@ type Backend struct {
 	runner  runner.Interface
 	metrics *metrics.Metrics
 	// chunkRules bounds a transaction; 0 means one transaction.
-	chunkRulesBound int
-	verify          reconcile.Cadence
-	repairs         *reconcile.Repairs
+	chunkRules int
+	verify     reconcile.Cadence
+	repairs    *reconcile.Repairs
 
 	mu       sync.Mutex // serialises Sync and Cleanup
 	families []*familySync
@@ -45,12 +45,12 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRulesBound: cfg.chunkRules(),
+	b := &Backend{runner: cfg.Runner, metrics: cfg.Metrics, chunkRules: cfg.chunkRules(),
 		verify: reconcile.NewCadence(cfg.VerifyInterval, cfg.Clock), repairs: repairs, counterSets: cfg.CounterSets}
 	if cfg.Runner.Mode() == runner.ModeLegacy {
 		// Legacy iptables rewrites the whole table on every commit:
 		// chunking would multiply that cost.
-		b.chunkRulesBound = 0
+		b.chunkRules = 0
 	}
 	for _, fam := range cfg.families() {
 		f := newFamilySync(runnerFamily(fam), cfg.forFamily(fam))
@@ -64,8 +64,6 @@ func New(cfg Config) (*Backend, error) {
 
 // Name is the proxy mode.
 func (b *Backend) Name() string { return "iptables" }
-
-func (b *Backend) chunkRules() int { return b.chunkRulesBound }
 
 // Sync renders state and applies it, family by family. A family that
 // fails does not stop the other; the error names it and the next sync of
@@ -104,11 +102,37 @@ func (b *Backend) Sync(ctx context.Context, state *proxier.State, diff *proxier.
 	b.recordFingerprints(ctx, full)
 	for i, f := range b.families {
 		if full[i] {
-			b.learnUses(ctx, f)
+			learnUses(ctx, b.runner, f.fam, f.fp.stamp, f.installed)
 		}
 	}
 	b.reportRules(written)
 	return res, nil
+}
+
+// checkFingerprints marks, before any family writes, the families whose
+// rules nobody else touched since the last sync (with iptables-nft the
+// generation is shared by both families, so it must be read before
+// either writes).
+func (b *Backend) checkFingerprints(ctx context.Context) {
+	for _, f := range b.families {
+		f.fp.begin(readFingerprint(ctx, b.runner, f.fam))
+	}
+}
+
+// recordFingerprints notes the kernel's fingerprints after a successful
+// sync of every family (full tells which rewrote everything), by
+// reconcile.Stamp's rule: kept only when the sync knows the kernel holds
+// what it wrote.
+func (b *Backend) recordFingerprints(ctx context.Context, full []bool) {
+	for i, f := range b.families {
+		known := f.fp.known(full[i])
+		var fp uint64
+		ok := false
+		if known {
+			fp, ok = readFingerprint(ctx, b.runner, f.fam)
+		}
+		f.fp.stamp.Record(fp, ok, known)
+	}
 }
 
 // reportRules sets the rule-count gauges of each family after a
@@ -122,7 +146,7 @@ func (b *Backend) reportRules(written []map[table]int) {
 		}
 		fam := metrics.Family(f.fc.family)
 		for _, t := range []table{tableFilter, tableNAT} {
-			b.metrics.IPTablesRulesTotal.WithLabelValues(metricTable(t), fam).Set(float64(f.tableRules[t]))
+			b.metrics.IPTablesRulesTotal.WithLabelValues(metricTable(t), fam).Set(float64(f.installed.rules[t]))
 			b.metrics.IPTablesRulesLastSync.WithLabelValues(metricTable(t), fam).Set(float64(written[i][t]))
 		}
 	}
@@ -169,50 +193,18 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (f *familySync) cleanup(ctx context.Context, b *Backend) error {
-	r := b.runner
-	f.prev = nil
-	var errs []error
-	for _, j := range jumpRules(false, true, f.fam == runner.IPv4) {
-		if err := r.DeleteRule(f.fam, string(j.table), j.from, j.args...); err != nil {
-			errs = append(errs, fmt.Errorf("iptables cleanup: %s: delete jump %s/%s -> %s: %w", f.fam, j.table, j.from, j.to, err))
-		}
-	}
-	var deletes []chainKey
-	stray := map[table][]string{}
-	for _, t := range allTables() {
-		data, err := r.SaveTable(ctx, f.fam, string(t))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("iptables cleanup: %s: list %s: %w", f.fam, t, err))
+// ServiceTraffic implements metrics.ServiceTrafficSource: `ipset save` of
+// each counter set, read now.
+func (b *Backend) ServiceTraffic(ctx context.Context) ([]metrics.ServiceTrafficSample, error) {
+	var out []metrics.ServiceTrafficSample
+	for _, f := range b.families {
+		if f.counters == nil {
 			continue
 		}
-		for _, name := range chainsInSave(data) {
-			if isOwnedChain(t, name) {
-				deletes = append(deletes, chainKey{table: t, name: name})
-			}
-		}
-		stray[t] = strayJumps(t, data)
-	}
-	if data := jumpDeletePayload(stray); len(data) > 0 {
-		if err := r.Restore(ctx, f.fam, data); err != nil {
-			errs = append(errs, fmt.Errorf("iptables cleanup: %s: delete jumps: %w", f.fam, err))
+		var err error
+		if out, err = f.counters.samples(ctx, out); err != nil {
+			return nil, err
 		}
 	}
-	for i, tx := range planTransactions(nil, deletes, b.chunkRules()) {
-		data := tx.payload()
-		if err := r.Restore(ctx, f.fam, data); err != nil {
-			klog.ErrorS(err, "iptables-restore failed during cleanup", "family", f.fam, "lines", runner.OffendingLines(data, err))
-			errs = append(errs, fmt.Errorf("iptables cleanup: %s: restore %d: %w", f.fam, i+1, err))
-			break
-		}
-		f.record(tx)
-	}
-	if len(errs) == 0 {
-		errs = append(errs, destroyCounterSets(ctx, b.counterSets, f.fc.family))
-	}
-	if err := errors.Join(errs...); err == nil {
-		// Nothing of ours is left: the next sync starts from scratch.
-		f.installed, f.tableRules, f.listed = map[chainKey]installedChain{}, map[table]int{}, true
-	}
-	return errors.Join(errs...)
+	return out, nil
 }

@@ -73,7 +73,7 @@ type Config struct {
 	// rewrites the whole table on every commit anyway (one transaction).
 	ChunkRules int
 	// VerifyInterval bounds the time between two verifications of the
-	// top-level chains during partial syncs (see verify.go); 0 means
+	// top-level chains during partial syncs (see sync.go); 0 means
 	// reconcile.DefaultVerifyInterval, a negative value disables
 	// verification.
 	VerifyInterval time.Duration

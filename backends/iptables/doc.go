@@ -33,9 +33,10 @@
 //     are declared in write order, never sorted (payload.go: sorted
 //     creation overflows iptables-nft-save's stack at ~100k chains).
 //     Payloads are streamed into iptables-restore's stdin as they are
-//     written (runner.StreamRestorer), and a full sync holds the rules
-//     of one service port at a time: it plans with fingerprints and
-//     renders each port again as its chains are written (sealed.go).
+//     rendered (runner.StreamRestorer), and a full sync holds the rules
+//     of one service port at a time: it plans with fingerprints, and the
+//     payload, a pure iterator of pieces, renders each port again as
+//     apply asks for its chains (payload.go, sealed.go).
 //   - A partial sync re-renders only the service ports the Diff names,
 //     writes only their chains whose rules changed and deletes their
 //     chains that went away, in one small transaction. When a service
@@ -52,7 +53,7 @@
 //     counts and sizes): unchanged since the last sync, nobody else wrote
 //     and nothing is read (fingerprint.go; ~1 ms at 10k services x 10
 //     endpoints). Changed, it compares every chain written, service chains
-//     included, with the kernel, without iptables-save (verify_counts.go):
+//     included, with the kernel, without iptables-save (verify.go):
 //     on legacy one IPT_SO_GET_ENTRIES read per table gives every chain's
 //     rule count and the built-in jumps (0.63-0.71 s of CPU at 10k x 10);
 //     on nft one netlink dump of the chains gives each chain's use count
@@ -77,7 +78,7 @@
 // transaction is atomic per table and the ordering keeps references valid.
 // A restore that iptables rejects only for deleting a chain someone else
 // still references is committed again without the deletions: the new
-// rules take effect and the next full sync retries (apply_deletes.go).
+// rules take effect and the next full sync retries (apply.go).
 //
 // With --service-traffic-metrics (Config.ServiceTraffic) mangle
 // KUBE-SERVICE-TRAFFIC, jumped to from mangle PREROUTING and OUTPUT,
@@ -90,4 +91,23 @@
 // The jumps from the built-in chains (PREROUTING, OUTPUT, POSTROUTING,
 // INPUT, FORWARD) are not in the payload: other programs own those chains.
 // They are ensured one by one on full syncs, and removed by Cleanup.
+//
+// The code, in the order a sync runs:
+//
+//   - backend.go: Backend, the proxier.Backend: each Sync runs every
+//     family, between reading and recording the kernel's fingerprint.
+//   - sync.go: familySync, one family's decisions: full, partial or
+//     partial with a repair (reconcile.Cadence says when to verify), and
+//     the transactions each plans.
+//   - render.go, service.go, servicerules.go, rulewriter.go, ruleset.go,
+//     chains.go, sealed.go, edits.go: the pure render, State -> Ruleset
+//     (chains and rules), and payload.go, the transactions and the
+//     iptables-restore input they yield, piece by piece.
+//   - apply.go: the kernel writes: restore transactions, jumps, Cleanup
+//     (with cleanup_jumps.go); installed.go, what they left in the kernel.
+//   - fingerprint.go, verify.go, verify_list.go, firstsync.go: the kernel
+//     reads a sync's decisions use; repair.go and firstsync.go, what a
+//     repair or a first sync plans from them.
+//   - servicetraffic.go: the counter ipsets, kept before each sync's
+//     rules; config.go: the configuration.
 package iptables

@@ -15,16 +15,17 @@ const (
 )
 
 // editedChain returns c as edits of old when the kernel is known to hold
-// exactly old's rules and the two differ by a few inserted and deleted
-// rules in the same relative order; otherwise c itself, to be rewritten.
+// exactly old's rules and the two differ by a few inserted and
+// deleted rules in the same relative order; otherwise c itself, to be
+// rewritten.
 //
 // Rewriting nat KUBE-SERVICES at 1k services costs iptables-nft ~65 ms
 // (it deletes and re-adds every rule); inserting one rule at its place
 // costs ~30 ms, most of which is the new service's own chains
 // (PERF-FACTS.md, hack/bench). The result holds the same rules in the
 // same order as a rewrite, so nothing downstream tells them apart.
-func (f *familySync) editedChain(c, old *chainRules) *chainRules {
-	if old == nil || f.differs(old) {
+func editedChain(c, old *chainRules, installed *installedChains) *chainRules {
+	if old == nil || installed.differs(old) {
 		return c
 	}
 	edits, ok := chainEdits(old.rules, c.rules)

@@ -43,24 +43,25 @@ type firstSyncPlan struct {
 	emptyFrom map[chainKey]bool
 }
 
-// surveyTables saves every table once, notes the chains an earlier run
-// left in nat, and plans the first sync. ok is false when a save failed;
-// the caller then ensures the jumps one by one as before.
-func (f *familySync) surveyTables(ctx context.Context, r runner.Interface) (plan firstSyncPlan, ok bool) {
+// surveyTables saves every table of the family once, notes in installed
+// the chains an earlier run left in nat, and plans the first sync, which
+// adds the missing jumps. ok is false when a save failed; the caller then
+// ensures the jumps one by one as before.
+func surveyTables(ctx context.Context, r runner.Interface, fam runner.Family, jumps []jumpRule, installed *installedChains) (plan firstSyncPlan, ok bool) {
 	plan.listing, plan.emptyFrom = map[table]bool{}, map[chainKey]bool{}
-	saves := saveAll(ctx, r, f.fam)
+	saves := saveAll(ctx, r, fam)
 	for i, t := range allTables() {
 		data, err := saves[i].data, saves[i].err
 		if err != nil {
-			klog.ErrorS(err, "Saving an iptables table before the first sync failed", "family", f.fam, "table", t)
+			klog.ErrorS(err, "Saving an iptables table before the first sync failed", "family", fam, "table", t)
 			return firstSyncPlan{}, false
 		}
 		if t == tableNAT {
-			f.noteLeftovers(data)
+			installed.noteLeftovers(data)
 		}
 		present, rules := builtinRules(data)
-		for _, j := range jumpRules(f.fc.localhostNodePorts, f.fc.serviceTraffic, f.fam == runner.IPv4) {
-			if j.table != t || present[j.saveLine()] {
+		for _, j := range jumps {
+			if j.table != t || present[saveLine(j)] {
 				continue
 			}
 			if !bytes.Contains(data, []byte("\n-A "+j.from+" ")) {
@@ -140,7 +141,7 @@ func argsText(args []string) string {
 }
 
 // saveLine is the jump as iptables-save prints it.
-func (j jumpRule) saveLine() string { return "-A " + j.from + " " + argsText(j.args) }
+func saveLine(j jumpRule) string { return "-A " + j.from + " " + argsText(j.args) }
 
 // jumpLines are the payload lines adding the missing jumps of one table,
 // in the order EnsureRule(Prepend) would leave them: each "-I" lands on

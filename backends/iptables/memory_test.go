@@ -27,15 +27,15 @@ func TestPartialSyncsGiveBackMapsAfterMassDeletion(t *testing.T) {
 	}
 	mustSync(t, b, big, changedDiff(true, all...))
 	f := b.families[0]
-	installed := f.installed
+	installed := f.installed.chains
 	if len(installed) < 3000*3 || len(f.prev.services) != 3000 {
 		t.Fatalf("after the additions: %d installed chains, %d services", len(installed), len(f.prev.services))
 	}
 	mustSync(t, b, small, changedDiff(true, all...))
-	if n := len(f.installed); n > 30 {
+	if n := len(f.installed.chains); n > 30 {
 		t.Fatalf("%d chains still installed after the deletions", n)
 	}
-	if sameMap(f.installed, installed) {
+	if sameMap(f.installed.chains, installed) {
 		t.Error("the map of installed chains sized for 3,000 service ports was kept after all were deleted")
 	}
 }

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"bytes"
-	"io"
 	"iter"
 	"slices"
 )
@@ -31,26 +30,6 @@ func writeLines(c *chainRules) int {
 		return len(c.edits)
 	}
 	return 1 + c.ruleCount()
-}
-
-// lines is what the payload writes for a chain: its edits, or its rules
-// after its declaration (a sealed chain's rendered again by x).
-func (c *chainRules) lines(x *rerenderer) ([]string, error) {
-	switch {
-	case c.edits != nil:
-		return c.edits, nil
-	case c.sealed != nil:
-		return x.rules(c)
-	}
-	return c.rules, nil
-}
-
-// lineCount is how many lines lines returns.
-func (c *chainRules) lineCount() int {
-	if c.edits != nil {
-		return len(c.edits)
-	}
-	return c.ruleCount()
 }
 
 // deleteLines is what a deletion costs: the declaration and the -X.
@@ -100,83 +79,101 @@ func planTransactions(writes []*chainRules, deletes []chainKey, bound int) []*tr
 	return out
 }
 
-// payload renders the transaction as iptables-restore input (see
-// WriteTo) into one buffer.
-func (t *transaction) payload() []byte {
-	var b bytes.Buffer
-	b.Grow(t.lines * 120)
-	_, _ = t.WriteTo(&b)
-	return b.Bytes()
+// pieces yields the transaction as iptables-restore input, piece by
+// piece (the parts of each line, then its end), without copying:
+// per table, the declarations of every chain it touches, the rules of
+// the chains it writes, then the deletions. It is pure: the rules of
+// sealed chains are rendered again here (sealed.go), a port at a time,
+// so a full sync's payload (~40 MB at 10k services x 10 endpoints) is
+// never held whole, beside the rules it is made of; apply writes the
+// pieces into iptables-restore as they come. A sealed chain that renders
+// differently ends it with an error, before its table's COMMIT. Same
+// transaction, same bytes.
+func (t *transaction) pieces() iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		e := &emitter{yield: yield}
+		for _, tbl := range allTables() {
+			if t.touches(tbl) && !t.writeTable(e, tbl) {
+				return
+			}
+		}
+	}
 }
 
-// WriteTo writes the transaction as iptables-restore input: per table,
-// the declarations of every chain it touches, the rules of the chains it
-// writes, then the deletions. A full sync streams it into
-// iptables-restore's stdin (runner.StreamRestorer) rather than holding
-// it whole: ~40 MB at 10k services x 10 endpoints, beside the rules it
-// is made of. Same transaction, same bytes.
-func (t *transaction) WriteTo(w io.Writer) (int64, error) {
-	p := payloadWriter{w: w}
-	for _, tbl := range allTables() {
-		if !t.touches(tbl) {
+// writeTable writes one table's section; false when the pieces stopped.
+func (t *transaction) writeTable(e *emitter, tbl table) bool {
+	e.line("*", string(tbl))
+	if t.listing[tbl] {
+		e.line("-S")
+	}
+	for name := range t.declared(tbl) {
+		e.line(":", name, " - [0:0]")
+	}
+	for _, w := range t.writes {
+		if w.key.table != tbl {
 			continue
 		}
-		p.line("*", string(tbl))
-		if t.listing[tbl] {
-			p.line("-S")
+		lines, err := chainLines(w, t.rerender)
+		if err != nil {
+			e.fail(err)
+			return false
 		}
-		for name := range t.declared(tbl) {
-			p.line(":", name, " - [0:0]")
+		for _, r := range lines {
+			e.line(r)
 		}
-		for _, c := range t.writes {
-			if c.key.table != tbl {
-				continue
-			}
-			lines, err := c.lines(t.rerender)
-			if err != nil && p.err == nil {
-				// Stops the writing: the restore is killed before this
-				// table's COMMIT, which leaves the table untouched.
-				p.err = err
-			}
-			for _, r := range lines {
-				p.line(r)
-			}
-		}
-		for _, k := range t.deletes {
-			if k.table == tbl {
-				p.line("-X ", k.name)
-			}
-		}
-		for _, l := range t.jumps.jumpLines(tbl) {
-			p.line(l)
-		}
-		p.line("COMMIT")
 	}
-	return p.n, p.err
+	for _, k := range t.deletes {
+		if k.table == tbl {
+			e.line("-X ", k.name)
+		}
+	}
+	for _, l := range t.jumps.jumpLines(tbl) {
+		e.line(l)
+	}
+	e.line("COMMIT")
+	return !e.stopped
 }
 
-// payloadWriter writes lines made of parts, counting bytes; the first
-// error sticks and stops the writing.
-type payloadWriter struct {
-	w   io.Writer
-	n   int64
-	err error
+// payload is the whole payload in one buffer (the restores of partial
+// syncs, and runners that cannot stream), or the error that ended it.
+func (t *transaction) payload() ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(t.lines * 120)
+	for piece, err := range t.pieces() {
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(piece)
+	}
+	return b.Bytes(), nil
 }
 
-func (p *payloadWriter) line(parts ...string) {
+// emitter yields payload lines made of parts; once yield says stop, it
+// yields nothing more.
+type emitter struct {
+	yield   func(string, error) bool
+	stopped bool
+}
+
+func (e *emitter) line(parts ...string) {
 	for _, s := range parts {
-		p.write(s)
+		e.put(s)
 	}
-	p.write("\n")
+	e.put("\n")
 }
 
-func (p *payloadWriter) write(s string) {
-	if p.err != nil {
-		return
+func (e *emitter) put(s string) {
+	if !e.stopped {
+		e.stopped = !e.yield(s, nil)
 	}
-	n, err := io.WriteString(p.w, s)
-	p.n += int64(n)
-	p.err = err
+}
+
+// fail ends the pieces with err.
+func (e *emitter) fail(err error) {
+	if !e.stopped {
+		e.stopped = true
+		e.yield("", err)
+	}
 }
 
 // declared lists the chains the transaction declares in a table (those it
@@ -233,7 +230,23 @@ func (t *transaction) touches(tbl table) bool {
 func (t *transaction) rulesWritten() map[table]int {
 	out := map[table]int{}
 	for _, c := range t.writes {
-		out[c.key.table] += c.lineCount()
+		if c.edits != nil {
+			out[c.key.table] += len(c.edits)
+		} else {
+			out[c.key.table] += c.ruleCount()
+		}
 	}
 	return out
+}
+
+// chainLines is what the payload writes for a chain: its edits, or its
+// rules after its declaration (a sealed chain's rendered again by x).
+func chainLines(c *chainRules, x *rerenderer) ([]string, error) {
+	switch {
+	case c.edits != nil:
+		return c.edits, nil
+	case c.sealed != nil:
+		return x.rules(c)
+	}
+	return c.rules, nil
 }

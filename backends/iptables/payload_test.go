@@ -76,12 +76,22 @@ func TestTransactionPayload(t *testing.T) {
 			append(nat, "-A KUBE-SVC-A -j KUBE-SEP-A", "-X KUBE-SEP-B", "COMMIT", "")...), "\n")
 	}
 	// iptables-nft: declared in write order (writes, then deletions).
-	if d := cmp.Diff(payload(":KUBE-SVC-A - [0:0]", ":KUBE-SEP-B - [0:0]"), string(tx.payload())); d != "" {
+	if d := cmp.Diff(payload(":KUBE-SVC-A - [0:0]", ":KUBE-SEP-B - [0:0]"), string(mustPayload(t, tx))); d != "" {
 		t.Errorf("payload (-want +got):\n%s", d)
 	}
 	// Legacy: sorted by name.
 	tx.byName = true
-	if d := cmp.Diff(payload(":KUBE-SEP-B - [0:0]", ":KUBE-SVC-A - [0:0]"), string(tx.payload())); d != "" {
+	if d := cmp.Diff(payload(":KUBE-SEP-B - [0:0]", ":KUBE-SVC-A - [0:0]"), string(mustPayload(t, tx))); d != "" {
 		t.Errorf("legacy payload (-want +got):\n%s", d)
 	}
+}
+
+// mustPayload is the transaction's whole payload.
+func mustPayload(tb testing.TB, tx *transaction) []byte {
+	tb.Helper()
+	data, err := tx.payload()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }

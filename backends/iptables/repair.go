@@ -26,16 +26,16 @@ type repairPlan struct {
 	chains []chainKey
 }
 
-// planRepair returns the repair of the changed chains, or why a full sync
-// is needed instead. It marks the chains as not known, so the partial
-// sync writes them.
-func (f *familySync) planRepair(damaged []chainKey) (*repairPlan, string) {
-	if f.prev == nil {
+// planRepair returns the repair of the changed chains, given the ruleset
+// last applied (prev), or why a full sync is needed instead. The caller
+// marks the chains as not known, so the partial sync writes them.
+func planRepair(prev *Ruleset, damaged []chainKey) (*repairPlan, string) {
+	if prev == nil {
 		return nil, "chains changed before any sync succeeded"
 	}
 	owners := map[chainKey]proxier.ServicePortName{}
 	if slices.ContainsFunc(damaged, func(k chainKey) bool { return isServiceChain(k.name) }) {
-		for n, s := range f.prev.services {
+		for n, s := range prev.services {
 			for _, k := range s.chainKeys() {
 				owners[k] = n
 			}
@@ -45,7 +45,7 @@ func (f *familySync) planRepair(damaged []chainKey) (*repairPlan, string) {
 	for _, k := range damaged {
 		if n, ok := owners[k]; ok {
 			p.ports[n] = struct{}{}
-		} else if f.prev.topLevel(k) != nil {
+		} else if prev.topLevel(k) != nil {
 			p.chains = append(p.chains, k)
 		} else {
 			return nil, fmt.Sprintf("chain %s/%s changed", k.table, k.name)
@@ -54,22 +54,7 @@ func (f *familySync) planRepair(damaged []chainKey) (*repairPlan, string) {
 	if len(p.ports) > maxRepairPorts {
 		return nil, fmt.Sprintf("the chains of %d service ports changed", len(p.ports))
 	}
-	for _, k := range damaged {
-		c := f.installed[k]
-		c.known = false
-		f.installed[k] = c
-	}
 	return p, ""
-}
-
-// topLevel returns the ruleset's base or dispatch chain k, or nil.
-func (rs *Ruleset) topLevel(k chainKey) *chainRules {
-	for _, c := range slices.Concat(rs.base, rs.dispatch) {
-		if c.key == k {
-			return c
-		}
-	}
-	return nil
 }
 
 // widen adds the ports to repair to diff; a nil plan returns diff.

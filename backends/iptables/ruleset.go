@@ -89,6 +89,28 @@ type servicePortRules struct {
 	noLocalInternal, noLocalExternal bool
 }
 
+// chainKeys names the port's chains.
+func (s *servicePortRules) chainKeys() []chainKey {
+	if s.chains == nil {
+		return s.keys
+	}
+	keys := make([]chainKey, len(s.chains))
+	for i, c := range s.chains {
+		keys[i] = c.key
+	}
+	return keys
+}
+
+// seal fingerprints the port's chains and drops their rules; port is
+// what they are rendered again from (sealed.go).
+func (s *servicePortRules) seal(port *proxier.ServicePort) {
+	seals := make([]sealedRules, len(s.chains))
+	for i, c := range s.chains {
+		seals[i] = sealedRules{sum: c.hash(), count: len(c.rules), port: port}
+		c.sealed, c.rules = &seals[i], nil
+	}
+}
+
 // Ruleset is the desired state of one IP family: every chain this mode
 // owns in the mangle, filter and nat tables with its rules. It is the
 // output of the pure render and the input of apply.
@@ -130,6 +152,32 @@ func (rs *Ruleset) chains() []*chainRules {
 	out = append(out, rs.dispatch...)
 	slices.SortStableFunc(out, func(a, b *chainRules) int { return int(a.tier) - int(b.tier) })
 	return out
+}
+
+// topLevel returns the ruleset's base or dispatch chain k, or nil.
+func (rs *Ruleset) topLevel(k chainKey) *chainRules {
+	for _, c := range slices.Concat(rs.base, rs.dispatch) {
+		if c.key == k {
+			return c
+		}
+	}
+	return nil
+}
+
+// compact keeps only the names of per-service chains once applied: a
+// later partial sync needs only those (to delete the chains that go away)
+// and the fingerprints kept in installedChains. At 10k services x 10
+// endpoints their rule text is most of the memory a ruleset takes, and
+// their chainRules (~130k) ~12 MiB more than the names. Top-level and
+// base chains keep their rules. A compacted ruleset can be diffed
+// against, not applied or printed.
+func (rs *Ruleset) compact() *Ruleset {
+	for _, n := range rs.changed {
+		if s := rs.services[n]; s != nil && s.chains != nil {
+			s.keys, s.chains = s.chainKeys(), nil
+		}
+	}
+	return rs
 }
 
 // RuleCount returns the number of rules the ruleset puts in a table.

@@ -13,8 +13,9 @@ import (
 //     are sealed, their rules replaced by a fingerprint and a count (all
 //     that planning the transactions, recording what was installed and
 //     later partial syncs need), before the next port is rendered;
-//   - to write it: the payload renders each port again as it writes its
-//     chains into iptables-restore's stdin (rerenderer).
+//   - to write it: the transaction's payload pieces (payload.go) render
+//     each port again as they are asked for, while apply writes them
+//     into iptables-restore's stdin (rerenderer).
 //
 // At 10k services x 10 endpoints the rules of every port are ~60 MB of
 // strings; held whole through the restore (20-30 s on iptables-nft) they
@@ -30,16 +31,6 @@ type sealedRules struct {
 	sum   uint64
 	count int
 	port  *proxier.ServicePort
-}
-
-// seal fingerprints the port's chains and drops their rules; port is
-// what they are rendered again from.
-func (s *servicePortRules) seal(port *proxier.ServicePort) {
-	seals := make([]sealedRules, len(s.chains))
-	for i, c := range s.chains {
-		seals[i] = sealedRules{sum: c.hash(), count: len(c.rules), port: port}
-		c.sealed, c.rules = &seals[i], nil
-	}
 }
 
 // rerenderer gives back the rules of sealed chains, from the State the

@@ -30,7 +30,7 @@ func TestSealedRenderWritesTheRender(t *testing.T) {
 	want := planTransactions(plain.chains(), nil, 0)[0]
 	got := planTransactions(sealed.chains(), nil, 0)[0]
 	got.rerender = newRerenderer(fc, st)
-	if diff := cmp.Diff(string(want.payload()), string(got.payload())); diff != "" {
+	if diff := cmp.Diff(string(mustPayload(t, want)), string(mustPayload(t, got))); diff != "" {
 		t.Errorf("sealed payload (-plain +sealed):\n%s", diff)
 	}
 }
@@ -50,7 +50,7 @@ func TestSealedRenderThatDiffersAbortsTheRestore(t *testing.T) {
 
 	fake := iptablestest.NewFake()
 	before := fake.DumpAll(runner.IPv4)
-	err := (&streamingFake{Fake: fake}).RestoreFrom(context.Background(), runner.IPv4, tx)
+	err := (&streamingFake{Fake: fake}).RestoreFrom(context.Background(), runner.IPv4, streamedPayload{tx})
 	if err == nil || !strings.Contains(err.Error(), "renders differently") {
 		t.Fatalf("RestoreFrom = %v, want the render mismatch", err)
 	}

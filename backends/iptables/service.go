@@ -1,7 +1,6 @@
 package iptables
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,28 +9,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
-
-// serviceRenderer renders service ports of one family. It caches the
-// probability matches and keeps scratch space from one service port to
-// the next; it is not shared between goroutines.
-type serviceRenderer struct {
-	fc            *familyConfig
-	node          proxier.NodeInfo
-	nodeAddrs     []netip.Addr
-	local         proxier.LocalMatch
-	probabilities []string
-
-	w ruleWriter
-	// hashIn holds what a chain name hashes; seps and sepIndex, the
-	// view's endpoint chain names.
-	hashIn   []byte
-	seps     []string
-	sepIndex []sepChain
-}
-
-func newServiceRenderer(fc *familyConfig, node proxier.NodeInfo) *serviceRenderer {
-	return &serviceRenderer{fc: fc, node: node, nodeAddrs: nodeAddrs(node, fc.family), local: fc.localDetector.Match(fc.family, node)}
-}
 
 // servicePortView holds what the rules of one service port are built from:
 // its family-filtered addresses, its endpoint selection and the decisions
@@ -56,69 +33,6 @@ type servicePortView struct {
 	usesClusterChain, usesLocalChain       bool
 	usesExternalChain, usesFirewallChain   bool
 	internalChain, externalPolicyChain     string
-}
-
-// render renders one service port, or returns nil when it has nothing in
-// this family.
-func (r *serviceRenderer) render(sp *proxier.ServicePort, eps []proxier.Endpoint) *servicePortRules {
-	v := r.view(sp, eps)
-	if v == nil {
-		return nil
-	}
-	out := &servicePortRules{
-		// The endpoint chains, two policy chains, KUBE-EXT and KUBE-FW.
-		chains:          make([]*chainRules, 0, len(v.sel.AllReachable)+4),
-		noLocalInternal: v.hasEndpoints && !v.hasInternal,
-		noLocalExternal: v.hasEndpoints && !v.hasExternal && v.externallyAccessible(),
-	}
-	r.clusterIPRules(v, out)
-	r.externalIPRules(v, out)
-	r.loadBalancerRules(v, out)
-	r.nodePortRules(v, out)
-	r.endpointChains(v, out)
-	r.policyChains(v, out)
-	r.externalChain(v, out)
-	r.firewallChain(v, out)
-	return out
-}
-
-func (r *serviceRenderer) view(sp *proxier.ServicePort, eps []proxier.Endpoint) *servicePortView {
-	if sp == nil {
-		return nil
-	}
-	proto := protocolName(sp.Protocol)
-	cip, ok := sp.ClusterIP(r.fc.family)
-	if proto == "" || !ok || !cip.IsValid() || sp.Port == 0 {
-		return nil
-	}
-	v := &servicePortView{
-		sp: sp, name: sp.Name.String(), proto: proto, clusterIP: cip.Unmap(),
-		externalIPs:  proxier.AddrsOfFamily(sp.ExternalIPs, r.fc.family),
-		lbIPs:        proxier.AddrsOfFamily(sp.LoadBalancerIPs, r.fc.family),
-		sourceRanges: proxier.PrefixesOfFamily(sp.LoadBalancerSourceRanges, r.fc.family),
-		sel:          proxier.SelectEndpoints(sp, validEndpoints(eps), r.node, r.fc.family),
-	}
-	r.nameChains(v)
-	v.decide()
-	return v
-}
-
-// nameChains names the port's chains and those of its reachable
-// endpoints, hashing in the renderer's buffer what hashKey and
-// endpointChainName would build as strings.
-func (r *serviceRenderer) nameChains(v *servicePortView) {
-	r.hashIn = append(append(r.hashIn[:0], v.name...), lowerProtocol(v.sp.Name.Protocol)...)
-	v.chains = chainsForKey(r.hashIn)
-	r.seps, r.sepIndex = r.seps[:0], r.sepIndex[:0]
-	key := len(r.hashIn)
-	for _, ep := range v.sel.AllReachable {
-		r.hashIn = endpointAddr(ep).AppendTo(r.hashIn[:key])
-		sep := hashedName(prefixEndpoint, r.hashIn)
-		r.seps = append(r.seps, sep)
-		r.sepIndex = append(r.sepIndex, sepChain{key: ep.Key(), chain: sep})
-	}
-	slices.SortFunc(r.sepIndex, func(a, b sepChain) int { return a.key.Compare(b.key) })
-	v.seps, v.sepIndex = r.seps, r.sepIndex
 }
 
 // sepChain is the KUBE-SEP chain of the endpoint whose Key is key.
@@ -176,17 +90,6 @@ func (v *servicePortView) shortCircuitChain() string {
 		return v.chains.local
 	}
 	return ""
-}
-
-// probability is the statistic match of a jump that takes 1/n of the
-// traffic reaching it.
-func (r *serviceRenderer) probability(n int) string {
-	for len(r.probabilities) <= n {
-		// kube-proxy's computeProbability.
-		p := 1.0 / float64(len(r.probabilities))
-		r.probabilities = append(r.probabilities, fmt.Sprintf("-m statistic --mode random --probability %0.10f", p))
-	}
-	return r.probabilities[n]
 }
 
 // validEndpoints drops endpoints no rule can be written for (no address,

@@ -321,24 +321,18 @@ func parseCounted(data []byte) []counted {
 	return out
 }
 
-// ServiceTraffic implements metrics.ServiceTrafficSource: `ipset save` of
-// each counter set, read now.
-func (b *Backend) ServiceTraffic(ctx context.Context) ([]metrics.ServiceTrafficSample, error) {
-	var out []metrics.ServiceTrafficSample
-	for _, f := range b.families {
-		if f.counters == nil {
-			continue
-		}
-		at := map[string]int{}
-		for _, k := range counterKinds {
-			for i, set := range k.sets(f.fc.family) {
-				data, err := f.counters.sets.Save(ctx, set)
-				if err != nil {
-					return nil, fmt.Errorf("service traffic counters: %w", err)
-				}
-				for _, m := range parseCounted(data) {
-					out = addCountedMember(out, at, f.fc.family, k.traffic+" "+m.member, i == 1, m)
-				}
+// samples appends what `ipset save` of each of the family's counter sets
+// shows now, one sample per service address or NodePort.
+func (c *counterSetsSync) samples(ctx context.Context, out []metrics.ServiceTrafficSample) ([]metrics.ServiceTrafficSample, error) {
+	at := map[string]int{}
+	for _, k := range counterKinds {
+		for i, set := range k.sets(c.fam) {
+			data, err := c.sets.Save(ctx, set)
+			if err != nil {
+				return nil, fmt.Errorf("service traffic counters: %w", err)
+			}
+			for _, m := range parseCounted(data) {
+				out = addCountedMember(out, at, c.fam, k.traffic+" "+m.member, i == 1, m)
 			}
 		}
 	}
