@@ -1,0 +1,329 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/switchyard-proxy/switchyard/e2e/framework"
+)
+
+// apiServerOutage stops the kube-apiserver for down, changes r.changed
+// Services' endpoints straight in etcd, starts it again and measures each
+// proxy's catch-up.
+func (r *outRun) apiServerOutage(t *testing.T, down time.Duration) {
+	t.Helper()
+	change := r.nextChange(t)
+	stopped, err := r.priv.Cluster.StopAPIServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	time.Sleep(down)
+	change.write(t, r)
+	before := r.resetPeaks(t)
+	if err := stopped.Start(t.Context()); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	upAt := time.Now()
+	t.Logf("apiserver down %s (%d services changed in etcd meanwhile), ready again", secs(upAt.Sub(downAt)), len(change.idx))
+	r.measure(t, fmt.Sprintf("apiserver down %s", down), "outage", down, downAt, upAt, change, before)
+}
+
+// etcdKill kills etcd under the watching kube-apiserver, starts it again
+// after down, then changes r.changed Services in etcd: the apiserver's
+// watch cache may carry the proxies' watches over the gap.
+func (r *outRun) etcdKill(t *testing.T, down time.Duration) {
+	t.Helper()
+	change := r.nextChange(t)
+	before := r.resetPeaks(t)
+	killed, err := r.priv.Cluster.KillEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	time.Sleep(down)
+	if err := killed.Start(t.Context()); err != nil {
+		t.Fatalf("restarting etcd: %v", err)
+	}
+	if err := r.waitReady(t); err != nil {
+		t.Fatalf("kube-apiserver not ready after etcd came back: %v", err)
+	}
+	change.write(t, r)
+	upAt := time.Now()
+	t.Logf("etcd killed for %s; apiserver ready and %d services changed %s after it was killed", down, len(change.idx), secs(upAt.Sub(downAt)))
+	r.measure(t, fmt.Sprintf("etcd killed %s", down), "outage-etcd", down, downAt, upAt, change, before)
+}
+
+// apiServerRestart restarts the kube-apiserver at once (a rolling
+// restart) and then changes r.changed Services.
+func (r *outRun) apiServerRestart(t *testing.T) {
+	t.Helper()
+	change := r.nextChange(t)
+	before := r.resetPeaks(t)
+	downAt := time.Now()
+	stopped, err := r.priv.Cluster.StopAPIServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stopped.Start(t.Context()); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	change.write(t, r)
+	upAt := time.Now()
+	t.Logf("apiserver restarted in %s, then %d services changed", secs(upAt.Sub(downAt)), len(change.idx))
+	r.measure(t, "apiserver restarted", "outage-restart", 0, downAt, upAt, change, before)
+}
+
+// waitReady waits for the kube-apiserver's /readyz (etcd included).
+func (r *outRun) waitReady(t *testing.T) error {
+	return framework.WaitFor(2*time.Minute, func() (bool, error) {
+		body, err := r.cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(t.Context())
+		return err == nil && string(body) == "ok", err
+	})
+}
+
+// outChange is one scenario's change: background Services idx get
+// endpoint addresses in band (10.band.x.y) instead of their own.
+type outChange struct {
+	idx      []int
+	band     int
+	old, new []string
+}
+
+// nextChange picks the next scenario's Services: every n/changed-th,
+// shifted by the scenario's number, so that no two scenarios change the
+// same Service; each gets addresses of a band of its own.
+func (r *outRun) nextChange(t *testing.T) *outChange {
+	t.Helper()
+	stride := r.n / r.changed
+	round := r.rounds
+	r.rounds++
+	if round >= stride {
+		t.Fatalf("%d services changed per scenario leave room for %d scenarios among %d services", r.changed, stride, r.n)
+	}
+	c := &outChange{band: 251 + round}
+	for j := range r.changed {
+		i := j*stride + round
+		c.idx = append(c.idx, i)
+		c.old = append(c.old, backgroundAddr(corev1.IPv4Protocol, 250, i/250, i))
+		c.new = append(c.new, backgroundAddr(corev1.IPv4Protocol, c.band, i/250, i))
+	}
+	return c
+}
+
+// write changes the Services' EndpointSlices straight in etcd.
+func (c *outChange) write(t *testing.T, r *outRun) {
+	t.Helper()
+	err := framework.Parallel(len(c.idx), 8, func(j int) error {
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: outBackgroundNS, Name: backgroundSliceName(c.idx[j], corev1.IPv4Protocol)}}
+		key, err := framework.StorageKey(slice)
+		if err != nil {
+			return err
+		}
+		return r.etcd.Update(t.Context(), key, func(obj runtime.Object) error {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok || len(s.Endpoints) != 1 {
+				return fmt.Errorf("%s is not a slice of one endpoint: %T", key, obj)
+			}
+			s.Endpoints[0].Addresses = []string{c.new[j]}
+			s.Generation++
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("changing services in etcd: %v", err)
+	}
+}
+
+// resetPeaks resets every proxy's VmHWM and returns their RSS now.
+func (r *outRun) resetPeaks(t *testing.T) map[string]int64 {
+	t.Helper()
+	rss := map[string]int64{}
+	for _, p := range r.proxies {
+		if err := framework.ResetPeakMemory(p.d.PID()); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		m, err := framework.ReadMemory(p.d.PID())
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		rss[p.name] = m.RSS
+	}
+	return rss
+}
+
+// outSettle is how long after the last proxy caught up the measurement
+// window stays open (its relist's garbage, late health answers).
+const outSettle = 5 * time.Second
+
+// measure waits until every proxy has change in its kernel, then records
+// a row per proxy over [downAt, end]: its probers' connections, its
+// catch-up from upAt, its peak memory, lists and watches from its last resourceVersion (audit
+// log), and its health answers while down and while catching up.
+func (r *outRun) measure(t *testing.T, scenario, line string, down time.Duration, downAt, upAt time.Time, c *outChange, before map[string]int64) {
+	t.Helper()
+	catchUp := make([]outCatchUp, len(r.proxies))
+	var wg sync.WaitGroup
+	for i, p := range r.proxies {
+		wg.Go(func() { catchUp[i] = r.waitKernel(t, p, c, upAt) })
+	}
+	wg.Wait()
+	time.Sleep(outSettle)
+	end := time.Now()
+	events, err := framework.ReadAudit(r.audit)
+	if err != nil {
+		t.Errorf("audit log: %v", err)
+	}
+	for i, p := range r.proxies {
+		row := outRow{scenario: scenario, line: line, proxy: p.name, down: down, catchUp: catchUp[i], beforeRSS: before[p.name]}
+		if m, err := framework.ReadMemory(p.d.PID()); err == nil {
+			row.peakRSS = m.Peak
+		} else {
+			t.Errorf("%s: %v", p.name, err)
+		}
+		row.lists, row.fromRV = framework.ListsAndWatches(events, p.user, downAt)
+		for _, l := range p.loops {
+			s := summarizeWindow(l.Results(), downAt, end)
+			row.total += s.Total
+			row.failed += s.Failed
+		}
+		samples := p.health.Samples()
+		row.healthDown = healthCodes(samples, downAt, upAt)
+		row.healthUp = healthCodes(samples, upAt, end)
+		if catchUp[i].err != nil {
+			t.Errorf("%s, %s: %v", scenario, p.name, catchUp[i].err)
+		}
+		if line == "outage-etcd" && p.name == "switchyard" && sumCounts(row.lists) > 0 {
+			// The apiserver kept its watch cache and the proxy's watches
+			// over etcd's gap: listing again would be a waste.
+			t.Errorf("%s: switchyard listed %v again", scenario, row.lists)
+		}
+		r.out.add(row)
+		t.Log(row.resultLine())
+	}
+}
+
+// outCatchUp is when a proxy had a change in its kernel.
+type outCatchUp struct {
+	after time.Duration // from the apiserver's readiness to the read that showed it all
+	read  time.Duration // what that read took: the resolution
+	err   error
+}
+
+// waitKernel reads p's rules until every changed Service has its new
+// address and none its old one.
+func (r *outRun) waitKernel(t *testing.T, p *outProxy, c *outChange, upAt time.Time) outCatchUp {
+	var last string
+	for time.Since(upAt) < outCatchUpLimit {
+		start := time.Now()
+		addrs, err := r.kernelAddrs(t, p)
+		done := time.Now()
+		if err != nil {
+			last = err.Error()
+		} else if missing, stale := changeMissing(addrs, c); missing == 0 && stale == 0 {
+			return outCatchUp{after: done.Sub(upAt), read: done.Sub(start)}
+		} else {
+			last = fmt.Sprintf("%d new addresses missing, %d old ones still there", missing, stale)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return outCatchUp{err: fmt.Errorf("the change was not in the kernel %s after the apiserver was back: %s", outCatchUpLimit, last)}
+}
+
+// ipv4Re finds the IPv4 addresses of a rules dump (in nftables' chain
+// names too, e.g. "__10.250.0.2/8080").
+var ipv4Re = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+`)
+
+// kernelAddrs returns the IPv4 addresses in p's rules: the nat table of
+// iptables-save in iptables mode, the ruleset in nftables mode.
+func (r *outRun) kernelAddrs(t *testing.T, p *outProxy) (map[string]bool, error) {
+	argv := []string{"iptables-save", "-t", "nat"}
+	if r.mode == "nftables" {
+		argv = []string{"nft", "list", "ruleset"}
+	}
+	out, err := framework.RunIn(t.Context(), p.env.Topo.NodeNS, argv...)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", argv, err)
+	}
+	addrs := map[string]bool{}
+	for _, a := range ipv4Re.FindAllString(out, -1) {
+		addrs[a] = true
+	}
+	return addrs, nil
+}
+
+// changeMissing counts the change's new addresses absent from addrs and
+// its old ones still present.
+func changeMissing(addrs map[string]bool, c *outChange) (missing, stale int) {
+	for j := range c.new {
+		if !addrs[c.new[j]] {
+			missing++
+		}
+		if addrs[c.old[j]] {
+			stale++
+		}
+	}
+	return missing, stale
+}
+
+// summarizeWindow is framework.Summarize over the results in [from, to).
+func summarizeWindow(results []framework.EchoResult, from, to time.Time) framework.EchoSummary {
+	var in []framework.EchoResult
+	for _, r := range results {
+		if r.At.Before(to) {
+			in = append(in, r)
+		}
+	}
+	return framework.Summarize(in, from)
+}
+
+// outHealth counts a window's answers of /healthz and /livez by status
+// code (0: the request failed).
+type outHealth struct{ healthz, livez map[int]int }
+
+func healthCodes(samples []framework.HealthSample, from, to time.Time) outHealth {
+	var in []framework.HealthSample
+	for _, s := range samples {
+		if !s.At.Before(from) && s.At.Before(to) {
+			in = append(in, s)
+		}
+	}
+	h, l := framework.CountCodes(in)
+	return outHealth{healthz: h, livez: l}
+}
+
+// checkProbers stops the probers and health pollers and fails the test on
+// any failed connection over the whole run, or on any /livez answer of
+// switchyard's but 200.
+func (r *outRun) checkProbers(t *testing.T) {
+	t.Helper()
+	for _, p := range r.proxies {
+		var total, failed int
+		var first error
+		for _, l := range p.loops {
+			s := framework.Summarize(l.Stop(), time.Time{})
+			total, failed = total+s.Total, failed+s.Failed
+			if first == nil {
+				first = s.FirstFailure
+			}
+		}
+		healthz, livez := framework.CountCodes(p.health.Stop())
+		t.Logf("%s over the run: %d connections, %d failed; /healthz %v, /livez %v", p.name, total, failed, healthz, livez)
+		if failed > 0 {
+			t.Errorf("%s: %d of %d connections through existing Services failed (first: %v)", p.name, failed, total, first)
+		}
+		if p.name == "switchyard" && (len(livez) != 1 || livez[200] == 0) {
+			t.Errorf("switchyard's /livez answered %v over the run, want only 200", livez)
+		}
+	}
+}
