@@ -22,18 +22,23 @@ type outRow struct {
 	beforeRSS, peakRSS    int64
 	lists, fromRV         map[string]int // per resource (audit log)
 	healthDown, healthUp  outHealth
+	restErrors            float64 // API requests that got no answer
+	failures              []outFailure
 }
 
-// resultLine is the row's machine-readable line.
+// resultLine is the row's machine-readable line. catchup_s is when the
+// change was in the kernel at the latest; health_unanswered counts polls
+// of /healthz and /livez that got no answer in time.
 func (r outRow) resultLine() string {
 	catchUp := "none"
 	if r.catchUp.err == nil {
-		catchUp = fmt.Sprintf("%.1f", r.catchUp.after.Seconds())
+		catchUp = fmt.Sprintf("%.1f", r.catchUp.by.Seconds())
 	}
-	return fmt.Sprintf("%s: proxy=%s down_s=%.0f failed_connections=%d catchup_s=%s peak_rss_mb=%.0f connections=%d lists=%d watches_from_rv=%d healthz_non200=%d livez_non200=%d",
+	healthz, livez := mergeCounts(r.healthDown.healthz, r.healthUp.healthz), mergeCounts(r.healthDown.livez, r.healthUp.livez)
+	return fmt.Sprintf("%s: proxy=%s down_s=%.0f failed_connections=%d catchup_s=%s peak_rss_mb=%.0f connections=%d lists=%d watches_from_rv=%d api_errors=%.0f healthz_non200=%d livez_non200=%d health_unanswered=%d",
 		r.line, r.proxy, r.down.Seconds(), r.failed, catchUp, mb(r.peakRSS), r.total,
-		sumCounts(r.lists), sumCounts(r.fromRV), non200(r.healthDown.healthz)+non200(r.healthUp.healthz),
-		non200(r.healthDown.livez)+non200(r.healthUp.livez))
+		sumCounts(r.lists), sumCounts(r.fromRV), r.restErrors,
+		non200(healthz)-healthz[0], non200(livez)-livez[0], healthz[0]+livez[0])
 }
 
 // outWriter collects the rows and prints the table and the result lines
@@ -63,17 +68,17 @@ func (o *outWriter) add(r outRow) { o.rows = append(o.rows, r) }
 func (o *outWriter) flush(t *testing.T) {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("\n| scenario | proxy | connections failed / made | catch-up (s) | RSS before → peak (MB) | full lists | watches from last RV | /healthz while down | /healthz catching up | /livez |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| scenario | proxy | connections failed / made | catch-up (s, between) | RSS before → peak (MB) | full lists | watches from last RV | API requests unanswered | /healthz while down | /healthz catching up | /livez |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range o.rows {
 		catchUp := "not within " + outCatchUpLimit.String()
 		if r.catchUp.err == nil {
-			catchUp = fmt.Sprintf("%.1f (±%.1f)", r.catchUp.after.Seconds(), r.catchUp.read.Seconds())
+			catchUp = fmt.Sprintf("%.1f–%.1f", r.catchUp.after.Seconds(), r.catchUp.by.Seconds())
 		}
 		livez := mergeCounts(r.healthDown.livez, r.healthUp.livez)
-		fmt.Fprintf(&b, "| %s | %s | %d / %d | %s | %.0f → %.0f | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d / %d | %s | %.0f → %.0f | %s | %s | %.0f | %s | %s | %s |\n",
 			r.scenario, r.proxy, r.failed, r.total, catchUp, mb(r.beforeRSS), mb(r.peakRSS),
-			formatCounts(r.lists), formatCounts(r.fromRV), formatCodes(r.healthDown.healthz), formatCodes(r.healthUp.healthz), formatCodes(livez))
+			formatCounts(r.lists), formatCounts(r.fromRV), r.restErrors, formatCodes(r.healthDown.healthz), formatCodes(r.healthUp.healthz), formatCodes(livez))
 	}
 	b.WriteString("\n")
 	for _, r := range o.rows {

@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,26 +19,38 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
 )
 
+// outScenario is one scenario's window: the apiserver (or etcd) went
+// down at downAt and was back, the change written, at upAt.
+type outScenario struct {
+	name, line   string
+	down         time.Duration // 0: a restart
+	downAt, upAt time.Time
+	change       *outChange
+	rss          map[string]int64   // each proxy's RSS when its peak was reset
+	restErrs     map[string]float64 // each proxy's failed API requests before downAt
+}
+
 // apiServerOutage stops the kube-apiserver for down, changes r.changed
 // Services' endpoints straight in etcd, starts it again and measures each
 // proxy's catch-up.
 func (r *outRun) apiServerOutage(t *testing.T, down time.Duration) {
 	t.Helper()
-	change := r.nextChange(t)
+	sc := &outScenario{name: fmt.Sprintf("apiserver down %s", down), line: "outage", down: down,
+		change: r.nextChange(t), restErrs: r.restErrors(t)}
 	stopped, err := r.priv.Cluster.StopAPIServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	downAt := time.Now()
+	sc.downAt = time.Now()
 	time.Sleep(down)
-	change.write(t, r)
-	before := r.resetPeaks(t)
+	sc.change.write(t, r)
+	sc.rss = r.resetPeaks(t)
 	if err := stopped.Start(t.Context()); err != nil {
 		t.Fatalf("restarting kube-apiserver: %v", err)
 	}
-	upAt := time.Now()
-	t.Logf("apiserver down %s (%d services changed in etcd meanwhile), ready again", secs(upAt.Sub(downAt)), len(change.idx))
-	r.measure(t, fmt.Sprintf("apiserver down %s", down), "outage", down, downAt, upAt, change, before)
+	sc.upAt = time.Now()
+	t.Logf("apiserver down %s (%d services changed in etcd meanwhile), ready again", secs(sc.upAt.Sub(sc.downAt)), len(sc.change.idx))
+	r.measure(t, sc)
 }
 
 // etcdKill kills etcd under the watching kube-apiserver, starts it again
@@ -44,13 +58,13 @@ func (r *outRun) apiServerOutage(t *testing.T, down time.Duration) {
 // watch cache may carry the proxies' watches over the gap.
 func (r *outRun) etcdKill(t *testing.T, down time.Duration) {
 	t.Helper()
-	change := r.nextChange(t)
-	before := r.resetPeaks(t)
+	sc := &outScenario{name: fmt.Sprintf("etcd killed %s", down), line: "outage-etcd", down: down,
+		change: r.nextChange(t), restErrs: r.restErrors(t), rss: r.resetPeaks(t)}
 	killed, err := r.priv.Cluster.KillEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	downAt := time.Now()
+	sc.downAt = time.Now()
 	time.Sleep(down)
 	if err := killed.Start(t.Context()); err != nil {
 		t.Fatalf("restarting etcd: %v", err)
@@ -58,19 +72,19 @@ func (r *outRun) etcdKill(t *testing.T, down time.Duration) {
 	if err := r.waitReady(t); err != nil {
 		t.Fatalf("kube-apiserver not ready after etcd came back: %v", err)
 	}
-	change.write(t, r)
-	upAt := time.Now()
-	t.Logf("etcd killed for %s; apiserver ready and %d services changed %s after it was killed", down, len(change.idx), secs(upAt.Sub(downAt)))
-	r.measure(t, fmt.Sprintf("etcd killed %s", down), "outage-etcd", down, downAt, upAt, change, before)
+	sc.change.write(t, r)
+	sc.upAt = time.Now()
+	t.Logf("etcd killed for %s; apiserver ready and %d services changed %s after it was killed", down, len(sc.change.idx), secs(sc.upAt.Sub(sc.downAt)))
+	r.measure(t, sc)
 }
 
 // apiServerRestart restarts the kube-apiserver at once (a rolling
 // restart) and then changes r.changed Services.
 func (r *outRun) apiServerRestart(t *testing.T) {
 	t.Helper()
-	change := r.nextChange(t)
-	before := r.resetPeaks(t)
-	downAt := time.Now()
+	sc := &outScenario{name: "apiserver restarted", line: "outage-restart",
+		change: r.nextChange(t), restErrs: r.restErrors(t), rss: r.resetPeaks(t)}
+	sc.downAt = time.Now()
 	stopped, err := r.priv.Cluster.StopAPIServer()
 	if err != nil {
 		t.Fatal(err)
@@ -78,10 +92,27 @@ func (r *outRun) apiServerRestart(t *testing.T) {
 	if err := stopped.Start(t.Context()); err != nil {
 		t.Fatalf("restarting kube-apiserver: %v", err)
 	}
-	change.write(t, r)
-	upAt := time.Now()
-	t.Logf("apiserver restarted in %s, then %d services changed", secs(upAt.Sub(downAt)), len(change.idx))
-	r.measure(t, "apiserver restarted", "outage-restart", 0, downAt, upAt, change, before)
+	sc.change.write(t, r)
+	sc.upAt = time.Now()
+	t.Logf("apiserver restarted in %s, then %d services changed", secs(sc.upAt.Sub(sc.downAt)), len(sc.change.idx))
+	r.measure(t, sc)
+}
+
+// restErrors reads each proxy's count of API requests that got no answer
+// (client-go's rest_client_requests_total{code="<error>"}).
+func (r *outRun) restErrors(t *testing.T) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, p := range r.proxies {
+		text, err := p.d.Metrics(t.Context())
+		if err != nil {
+			t.Errorf("%s: %v", p.name, err)
+			continue
+		}
+		// No sample: no request has failed so far.
+		out[p.name], _ = framework.ParseMetric(text, "rest_client_requests_total", map[string]string{"code": "<error>"})
+	}
+	return out
 }
 
 // waitReady waits for the kube-apiserver's /readyz (etcd included).
@@ -166,16 +197,17 @@ func (r *outRun) resetPeaks(t *testing.T) map[string]int64 {
 // window stays open (its relist's garbage, late health answers).
 const outSettle = 5 * time.Second
 
-// measure waits until every proxy has change in its kernel, then records
-// a row per proxy over [downAt, end]: its probers' connections, its
-// catch-up from upAt, its peak memory, lists and watches from its last resourceVersion (audit
-// log), and its health answers while down and while catching up.
-func (r *outRun) measure(t *testing.T, scenario, line string, down time.Duration, downAt, upAt time.Time, c *outChange, before map[string]int64) {
+// measure waits until every proxy has the scenario's change in its
+// kernel, then records a row per proxy over [downAt, end]: its probers'
+// connections, its catch-up from upAt, its peak memory, its lists and
+// watches from its last resourceVersion (audit log), its API requests that
+// got no answer, and its health answers while down and while catching up.
+func (r *outRun) measure(t *testing.T, sc *outScenario) {
 	t.Helper()
 	catchUp := make([]outCatchUp, len(r.proxies))
 	var wg sync.WaitGroup
 	for i, p := range r.proxies {
-		wg.Go(func() { catchUp[i] = r.waitKernel(t, p, c, upAt) })
+		wg.Go(func() { catchUp[i] = r.waitKernel(t, p, sc.change, sc.upAt) })
 	}
 	wg.Wait()
 	time.Sleep(outSettle)
@@ -184,56 +216,68 @@ func (r *outRun) measure(t *testing.T, scenario, line string, down time.Duration
 	if err != nil {
 		t.Errorf("audit log: %v", err)
 	}
+	restErrs := r.restErrors(t)
 	for i, p := range r.proxies {
-		row := outRow{scenario: scenario, line: line, proxy: p.name, down: down, catchUp: catchUp[i], beforeRSS: before[p.name]}
+		row := outRow{scenario: sc.name, line: sc.line, proxy: p.name, down: sc.down, catchUp: catchUp[i],
+			beforeRSS: sc.rss[p.name], restErrors: restErrs[p.name] - sc.restErrs[p.name]}
 		if m, err := framework.ReadMemory(p.d.PID()); err == nil {
 			row.peakRSS = m.Peak
 		} else {
 			t.Errorf("%s: %v", p.name, err)
 		}
-		row.lists, row.fromRV = framework.ListsAndWatches(events, p.user, downAt)
+		row.lists, row.fromRV = framework.ListsAndWatches(events, p.user, sc.downAt)
 		for _, l := range p.loops {
-			s := summarizeWindow(l.Results(), downAt, end)
+			s := summarizeWindow(l.Results(), sc.downAt, end)
 			row.total += s.Total
 			row.failed += s.Failed
+			row.failures = append(row.failures, outFailureTimes(l.Results(), sc.downAt, end)...)
+		}
+		if len(row.failures) > 0 {
+			slices.SortFunc(row.failures, func(a, b outFailure) int { return a.at.Compare(b.at) })
+			t.Logf("%s, %s: failed connections %s", sc.name, p.name, describeFailures(row.failures, sc.downAt, sc.upAt))
 		}
 		samples := p.health.Samples()
-		row.healthDown = healthCodes(samples, downAt, upAt)
-		row.healthUp = healthCodes(samples, upAt, end)
+		row.healthDown = healthCodes(samples, sc.downAt, sc.upAt)
+		row.healthUp = healthCodes(samples, sc.upAt, end)
 		if catchUp[i].err != nil {
-			t.Errorf("%s, %s: %v", scenario, p.name, catchUp[i].err)
+			t.Errorf("%s, %s: %v", sc.name, p.name, catchUp[i].err)
 		}
-		if line == "outage-etcd" && p.name == "switchyard" && sumCounts(row.lists) > 0 {
+		if sc.line == "outage-etcd" && p.name == "switchyard" && sumCounts(row.lists) > 0 {
 			// The apiserver kept its watch cache and the proxy's watches
 			// over etcd's gap: listing again would be a waste.
-			t.Errorf("%s: switchyard listed %v again", scenario, row.lists)
+			t.Errorf("%s: switchyard listed %v again", sc.name, row.lists)
 		}
 		r.out.add(row)
 		t.Log(row.resultLine())
 	}
 }
 
-// outCatchUp is when a proxy had a change in its kernel.
+// outCatchUp is when a proxy had a change in its kernel: after the start
+// of the last read that lacked it (or the apiserver's readiness) and by
+// the end of the first read that showed it.
 type outCatchUp struct {
-	after time.Duration // from the apiserver's readiness to the read that showed it all
-	read  time.Duration // what that read took: the resolution
-	err   error
+	after, by time.Duration // from the apiserver's readiness
+	err       error
 }
 
-// waitKernel reads p's rules until every changed Service has its new
-// address and none its old one.
+// waitKernel reads p's rules until every changed Service's new address is
+// there. A sync writes a table in one transaction, so the new address
+// being there means the change is in force; the old one may linger a
+// while in a chain nothing jumps to (kube-proxy deletes those in its
+// periodic cleanup only), which is why it is not looked for.
 func (r *outRun) waitKernel(t *testing.T, p *outProxy, c *outChange, upAt time.Time) outCatchUp {
 	var last string
+	lower := upAt
 	for time.Since(upAt) < outCatchUpLimit {
 		start := time.Now()
 		addrs, err := r.kernelAddrs(t, p)
-		done := time.Now()
 		if err != nil {
 			last = err.Error()
-		} else if missing, stale := changeMissing(addrs, c); missing == 0 && stale == 0 {
-			return outCatchUp{after: done.Sub(upAt), read: done.Sub(start)}
+		} else if missing := changeMissing(addrs, c); missing == 0 {
+			return outCatchUp{after: lower.Sub(upAt), by: time.Since(upAt)}
 		} else {
-			last = fmt.Sprintf("%d new addresses missing, %d old ones still there", missing, stale)
+			last = fmt.Sprintf("%d of %d new addresses missing", missing, len(c.new))
+			lower = start
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -262,18 +306,41 @@ func (r *outRun) kernelAddrs(t *testing.T, p *outProxy) (map[string]bool, error)
 	return addrs, nil
 }
 
-// changeMissing counts the change's new addresses absent from addrs and
-// its old ones still present.
-func changeMissing(addrs map[string]bool, c *outChange) (missing, stale int) {
-	for j := range c.new {
-		if !addrs[c.new[j]] {
+// changeMissing counts the change's new addresses absent from addrs.
+func changeMissing(addrs map[string]bool, c *outChange) (missing int) {
+	for _, a := range c.new {
+		if !addrs[a] {
 			missing++
 		}
-		if addrs[c.old[j]] {
-			stale++
+	}
+	return missing
+}
+
+// outFailure is one failed request of a prober.
+type outFailure struct {
+	at  time.Time
+	err error
+}
+
+// outFailureTimes lists the failed requests in [from, to).
+func outFailureTimes(results []framework.EchoResult, from, to time.Time) []outFailure {
+	var out []outFailure
+	for _, r := range results {
+		if r.Err != nil && !r.At.Before(from) && r.At.Before(to) {
+			out = append(out, outFailure{at: r.At, err: r.Err})
 		}
 	}
-	return missing, stale
+	return out
+}
+
+// describeFailures says when failures happened relative to the outage
+// (seconds after it began, and after the return) and the first error.
+func describeFailures(fs []outFailure, downAt, upAt time.Time) string {
+	var at []string
+	for _, f := range fs {
+		at = append(at, fmt.Sprintf("%.1f", f.at.Sub(downAt).Seconds()))
+	}
+	return fmt.Sprintf("at %s s after it went down (back at %.1f s); first: %v", strings.Join(at, " "), upAt.Sub(downAt).Seconds(), fs[0].err)
 }
 
 // summarizeWindow is framework.Summarize over the results in [from, to).
@@ -322,7 +389,10 @@ func (r *outRun) checkProbers(t *testing.T) {
 		if failed > 0 {
 			t.Errorf("%s: %d of %d connections through existing Services failed (first: %v)", p.name, failed, total, first)
 		}
-		if p.name == "switchyard" && (len(livez) != 1 || livez[200] == 0) {
+		// A poll that got no answer (code 0, the machine too loaded to
+		// answer within the client's timeout) is not the daemon saying it
+		// is unhealthy; any answer but 200 is.
+		if bad := non200(livez) - livez[0]; p.name == "switchyard" && bad > 0 {
 			t.Errorf("switchyard's /livez answered %v over the run, want only 200", livez)
 		}
 	}
