@@ -24,6 +24,8 @@ type outRow struct {
 	healthDown, healthUp  outHealth
 	restErrors            float64 // API requests that got no answer
 	failures              []outFailure
+	unexplained           int // failures with no direct probe failing near them
+	controlFailed         int // direct probes (no Service) that failed
 }
 
 // resultLine is the row's machine-readable line. catchup_s is when the
@@ -35,10 +37,10 @@ func (r outRow) resultLine() string {
 		catchUp = fmt.Sprintf("%.1f", r.catchUp.by.Seconds())
 	}
 	healthz, livez := mergeCounts(r.healthDown.healthz, r.healthUp.healthz), mergeCounts(r.healthDown.livez, r.healthUp.livez)
-	return fmt.Sprintf("%s: proxy=%s down_s=%.0f failed_connections=%d catchup_s=%s peak_rss_mb=%.0f connections=%d lists=%d watches_from_rv=%d api_errors=%.0f healthz_non200=%d livez_non200=%d health_unanswered=%d",
+	return fmt.Sprintf("%s: proxy=%s down_s=%.0f failed_connections=%d catchup_s=%s peak_rss_mb=%.0f connections=%d lists=%d watches_from_rv=%d api_errors=%.0f healthz_non200=%d livez_non200=%d health_unanswered=%d failed_without_stall=%d direct_failed=%d",
 		r.line, r.proxy, r.down.Seconds(), r.failed, catchUp, mb(r.peakRSS), r.total,
 		sumCounts(r.lists), sumCounts(r.fromRV), r.restErrors,
-		non200(healthz)-healthz[0], non200(livez)-livez[0], healthz[0]+livez[0])
+		non200(healthz)-healthz[0], non200(livez)-livez[0], healthz[0]+livez[0], r.unexplained, r.controlFailed)
 }
 
 // outWriter collects the rows and prints the table and the result lines
@@ -68,7 +70,7 @@ func (o *outWriter) add(r outRow) { o.rows = append(o.rows, r) }
 func (o *outWriter) flush(t *testing.T) {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("\n| scenario | proxy | connections failed / made | catch-up (s, between) | RSS before → peak (MB) | full lists | watches from last RV | API requests unanswered | /healthz while down | /healthz catching up | /livez |\n")
+	b.WriteString("\n| scenario | proxy | connections failed / made (direct probes failed) | catch-up (s, between) | RSS before → peak (MB) | full lists | watches from last RV | API requests unanswered | /healthz while down | /healthz catching up | /livez |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range o.rows {
 		catchUp := "not within " + outCatchUpLimit.String()
@@ -76,8 +78,8 @@ func (o *outWriter) flush(t *testing.T) {
 			catchUp = fmt.Sprintf("%.1f–%.1f", r.catchUp.after.Seconds(), r.catchUp.by.Seconds())
 		}
 		livez := mergeCounts(r.healthDown.livez, r.healthUp.livez)
-		fmt.Fprintf(&b, "| %s | %s | %d / %d | %s | %.0f → %.0f | %s | %s | %.0f | %s | %s | %s |\n",
-			r.scenario, r.proxy, r.failed, r.total, catchUp, mb(r.beforeRSS), mb(r.peakRSS),
+		fmt.Fprintf(&b, "| %s | %s | %d / %d (%d) | %s | %.0f → %.0f | %s | %s | %.0f | %s | %s | %s |\n",
+			r.scenario, r.proxy, r.failed, r.total, r.controlFailed, catchUp, mb(r.beforeRSS), mb(r.peakRSS),
 			formatCounts(r.lists), formatCounts(r.fromRV), r.restErrors, formatCodes(r.healthDown.healthz), formatCodes(r.healthUp.healthz), formatCodes(livez))
 	}
 	b.WriteString("\n")

@@ -43,12 +43,16 @@ const (
 // outProxy is one proxy under test: its own topology (node, client and pod
 // namespaces), its identity at the apiserver, and what watches it.
 type outProxy struct {
-	name   string // switchyard, kube-proxy
-	user   string // its identity in the audit log
-	env    *framework.Env
-	d      *framework.Daemon
-	loops  []*framework.EchoLoop
-	health *framework.HealthPoller
+	name  string // switchyard, kube-proxy
+	user  string // its identity in the audit log
+	env   *framework.Env
+	d     *framework.Daemon
+	loops []*framework.EchoLoop
+	// control probes a pod straight (no Service, no proxy) from the same
+	// client namespace: when it fails too, the machine stalled, not the
+	// proxy.
+	control []*framework.EchoLoop
+	health  *framework.HealthPoller
 }
 
 // outRun is the run's shared state.
@@ -238,6 +242,10 @@ func (r *outRun) startProxies(t *testing.T) {
 				}
 				p.loops = append(p.loops, framework.StartEchoLoop(p.env.Topo.ClientNS, proto, addr, outProbeEvery))
 			}
+		}
+		direct := hostPort(p.env.Topo.Pods[1].IP, framework.EchoPort)
+		for _, proto := range []string{"tcp", "udp"} {
+			p.control = append(p.control, framework.StartEchoLoop(p.env.Topo.ClientNS, proto, direct, outProbeEvery))
 		}
 		p.health = framework.PollHealth(p.d, outHealthEvery)
 	}
