@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -355,11 +357,12 @@ func (r *outRun) controlFailures(from, to time.Time) []outFailure {
 }
 
 // unexplained counts the failures through a Service with no failure of a
-// direct probe within outStall: those the proxy must answer for.
+// direct probe within outStall, and not the client's own: those the proxy
+// must answer for.
 func unexplained(fs, control []outFailure) int {
 	n := 0
 	for _, f := range fs {
-		if !slices.ContainsFunc(control, func(c outFailure) bool {
+		if !clientSide(f.err) && !slices.ContainsFunc(control, func(c outFailure) bool {
 			d := f.at.Sub(c.at)
 			return d < outStall && d > -outStall
 		}) {
@@ -367,6 +370,14 @@ func unexplained(fs, control []outFailure) int {
 		}
 	}
 	return n
+}
+
+// clientSide tells a failure that never reached the network: connecting
+// a UDP socket sends nothing, so a UDP dial that timed out is the prober's
+// own (its goroutine did not get a thread in the namespace in time).
+func clientSide(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && strings.HasPrefix(op.Net, "udp")
 }
 
 // describeFailures says when failures happened relative to the outage
