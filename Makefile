@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow conntrack-scale deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow conntrack-scale outage deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -89,6 +89,12 @@ hollow: build
 ENTRIES ?= 1000000
 conntrack-scale:
 	ENTRIES=$(ENTRIES) hack/bench/conntrack-scale.sh
+
+# The apiserver goes away under switchyard and kube-proxy side by side
+# (hack/outage.sh): make outage [OUTAGE_DOWN=120] [OUTAGE_LONG=600]
+# [SERVICES=10000] [CHANGED=100] [MODE=iptables] [ETCD_DOWN=20] [OUT=file]
+outage:
+	hack/outage.sh
 
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables

@@ -29,18 +29,10 @@ type StoppedAPIServer struct {
 // the PID local-up.sh recorded, and only if that PID is still the process
 // it started.
 func (c *Cluster) StopAPIServer() (*StoppedAPIServer, error) {
-	if c.RunDir == "" || c.stop == nil {
-		return nil, errors.New("only a cluster this process started can be stopped")
-	}
-	pid, err := recordedPID(filepath.Join(c.RunDir, apiServerPidFile))
+	pid, argv, err := c.recordedCommand(apiServerPidFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil, fmt.Errorf("kube-apiserver command line: %w", err)
-	}
-	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 	if err := stopPID(pid); err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
@@ -74,21 +66,19 @@ func stopPID(pid int) error {
 	return nil
 }
 
+// WithArgs returns a copy of s whose command line ends with args (a later
+// occurrence of a flag wins); Start of that copy runs the kube-apiserver
+// with them, and so does every later restart of a StopAPIServer.
+func (s *StoppedAPIServer) WithArgs(args ...string) *StoppedAPIServer {
+	return &StoppedAPIServer{c: s.c, argv: append(append([]string(nil), s.argv...), args...)}
+}
+
 // Start runs the kube-apiserver again, records it for local-up.sh's `down`
 // and waits until it is ready.
 func (s *StoppedAPIServer) Start(ctx context.Context) error {
-	logPath := filepath.Join(s.c.RunDir, "kube-apiserver.restarted.log")
-	p, err := StartProcess("kube-apiserver", logPath, s.argv...)
+	p, err := s.c.restart("kube-apiserver", apiServerPidFile, s.argv)
 	if err != nil {
 		return err
-	}
-	st, err := procStartTime(p.PID())
-	if err != nil {
-		return err
-	}
-	record := fmt.Sprintf("%d %s\n", p.PID(), st)
-	if err := os.WriteFile(filepath.Join(s.c.RunDir, apiServerPidFile), []byte(record), 0o600); err != nil {
-		return fmt.Errorf("record restarted kube-apiserver: %w", err)
 	}
 	return WaitFor(60*time.Second, func() (bool, error) {
 		if err := exitError(p); err != nil {
@@ -97,6 +87,42 @@ func (s *StoppedAPIServer) Start(ctx context.Context) error {
 		body, err := s.c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(bytes.TrimSpace(body)) == "ok", err
 	})
+}
+
+// restart starts argv as the cluster's component name (its log in RunDir)
+// and records it in pidFile as local-up.sh does, so that `down` stops it.
+func (c *Cluster) restart(name, pidFile string, argv []string) (*Process, error) {
+	logPath := filepath.Join(c.RunDir, name+".restarted.log")
+	p, err := StartProcess(name, logPath, argv...)
+	if err != nil {
+		return nil, err
+	}
+	st, err := procStartTime(p.PID())
+	if err != nil {
+		return nil, err
+	}
+	record := fmt.Sprintf("%d %s\n", p.PID(), st)
+	if err := os.WriteFile(filepath.Join(c.RunDir, pidFile), []byte(record), 0o600); err != nil {
+		return nil, fmt.Errorf("record restarted %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// recordedCommand returns the PID recorded in pidFile (checked as
+// recordedPID does) and its command line.
+func (c *Cluster) recordedCommand(pidFile string) (int, []string, error) {
+	if c.RunDir == "" || c.stop == nil {
+		return 0, nil, errors.New("only a cluster this process started can be stopped")
+	}
+	pid, err := recordedPID(filepath.Join(c.RunDir, pidFile))
+	if err != nil {
+		return 0, nil, err
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, nil, fmt.Errorf("command line of %d: %w", pid, err)
+	}
+	return pid, strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), nil
 }
 
 // recordedPID reads a local-up.sh pid file and checks that the PID still is

@@ -190,3 +190,38 @@ func Parallel(n, workers int, fn func(i int) error) error {
 	}
 	return g.Wait()
 }
+
+// Update reads the object stored at key, lets change modify it and writes
+// it back in a transaction that fails if anyone wrote the key meanwhile:
+// what another apiserver sharing the etcd would do. The apiserver derives
+// the object's resourceVersion from the write's revision.
+func (e *Etcd) Update(ctx context.Context, key string, change func(runtime.Object) error) error {
+	resp, err := e.cli.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(resp.Kvs) != 1 {
+		return fmt.Errorf("etcd: %s not found", key)
+	}
+	kv := resp.Kvs[0]
+	obj, err := DecodeStored(kv.Value)
+	if err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	if err := change(obj); err != nil {
+		return fmt.Errorf("change %s: %w", key, err)
+	}
+	val, err := EncodeForStorage(obj)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	txn, err := e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(key, string(val))).Commit()
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if !txn.Succeeded {
+		return fmt.Errorf("etcd: %s changed while it was updated", key)
+	}
+	return nil
+}

@@ -62,6 +62,13 @@ func (h *HealthPoller) Stop() []HealthSample {
 	return append([]HealthSample(nil), h.samples...)
 }
 
+// Samples returns the samples so far; polling goes on.
+func (h *HealthPoller) Samples() []HealthSample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]HealthSample(nil), h.samples...)
+}
+
 // CountCodes counts samples per status code of /healthz and /livez.
 func CountCodes(samples []HealthSample) (healthz, livez map[int]int) {
 	healthz, livez = map[int]int{}, map[int]int{}

@@ -64,6 +64,13 @@ func ReadMemory(pid int) (Memory, error) {
 	return m, sc.Err()
 }
 
+// ResetPeakMemory sets pid's VmHWM back to its current VmRSS (writing 5 to
+// /proc/PID/clear_refs), so that a later ReadMemory's Peak is the most it
+// held since.
+func ResetPeakMemory(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
 // RSSBytes is the resident set size of a process (VmRSS).
 func RSSBytes(pid int) (int64, error) {
 	m, err := ReadMemory(pid)
