@@ -10,14 +10,14 @@ import (
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
 // gatedTable holds every Delete until released.
 type gatedTable struct {
-	*cttest.Table
+	*conntracktest.Table
 	entered chan struct{}
 	release chan struct{}
 }
@@ -44,7 +44,7 @@ func waitIdle(t *testing.T, r *Reconciler) {
 // into one, which cleans every address they named, with the latest
 // State's decisions.
 func TestBackgroundPasses(t *testing.T) {
-	fake := cttest.NewTable()
+	fake := conntracktest.NewTable()
 	g := &gatedTable{Table: fake, entered: make(chan struct{}), release: make(chan struct{})}
 	err := fake.Add(udpVia(c(1), clusterIP, 53, epA), udpVia(c(2), clusterIP, 53, epB),
 		udpVia(c(3), ntpIP, 123, epC), udpVia(c(4), ntpIP, 123, epX))
@@ -80,7 +80,7 @@ func TestBackgroundPasses(t *testing.T) {
 	if got := scopeStrings(fake.LastScope(v1.IPv4Protocol)); !slices.Equal(got, want) {
 		t.Errorf("merged scope %v, want %v", got, want)
 	}
-	checkRemaining(t, fake, []cttest.Entry{udpVia(c(2), clusterIP, 53, epB), udpVia(c(3), ntpIP, 123, epC)})
+	checkRemaining(t, fake, []conntracktest.Entry{udpVia(c(2), clusterIP, 53, epB), udpVia(c(3), ntpIP, 123, epC)})
 }
 
 func TestMergeJobs(t *testing.T) {

@@ -10,11 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-var _ Table = (*cttest.Table)(nil)
+var _ Table = (*conntracktest.Table)(nil)
 
 func addr(s string) netip.Addr         { return netip.MustParseAddr(s) }
 func addrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
@@ -100,15 +100,15 @@ func emptyDiff() *proxier.Diff {
 	}
 }
 
-func udpVia(client netip.AddrPort, svc netip.Addr, port uint16, ep netip.AddrPort) cttest.Entry {
-	return cttest.NATed(cttest.UDP, client, netip.AddrPortFrom(svc, port), ep)
+func udpVia(client netip.AddrPort, svc netip.Addr, port uint16, ep netip.AddrPort) conntracktest.Entry {
+	return conntracktest.NATed(conntracktest.UDP, client, netip.AddrPortFrom(svc, port), ep)
 }
 
 // checkRemaining asserts that exactly want remain in the table.
-func checkRemaining(t *testing.T, tb *cttest.Table, want []cttest.Entry) {
+func checkRemaining(t *testing.T, tb *conntracktest.Table, want []conntracktest.Entry) {
 	t.Helper()
 	got := append(tb.Entries(v1.IPv4Protocol), tb.Entries(v1.IPv6Protocol)...)
-	less := func(a, b cttest.Entry) int { return strings.Compare(a.String(), b.String()) }
+	less := func(a, b conntracktest.Entry) int { return strings.Compare(a.String(), b.String()) }
 	got, want = slices.SortedFunc(slices.Values(got), less), slices.SortedFunc(slices.Values(want), less)
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("remaining entries (-want +got):\n%s", diff)

@@ -10,12 +10,12 @@ import (
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // createEntries inserts entries into a real table through ctnetlink.
-func createEntries(tb testing.TB, ns string, entries []cttest.Entry) {
+func createEntries(tb testing.TB, ns string, entries []conntracktest.Entry) {
 	tb.Helper()
 	err := kerneltest.InNetns(ns, func() error {
 		h, err := netlink.NewHandle()
@@ -35,7 +35,7 @@ func createEntries(tb testing.TB, ns string, entries []cttest.Entry) {
 	}
 }
 
-func kernelFlow(e cttest.Entry) *netlink.ConntrackFlow {
+func kernelFlow(e conntracktest.Entry) *netlink.ConntrackFlow {
 	fam := uint8(inetFamily(e.Family()))
 	f := &netlink.ConntrackFlow{
 		FamilyType: fam,
@@ -45,7 +45,7 @@ func kernelFlow(e cttest.Entry) *netlink.ConntrackFlow {
 			SrcPort: e.ReplySrc.Port(), DstPort: e.ReplyDst.Port()},
 		TimeOut: 600,
 	}
-	if e.Proto == cttest.TCP {
+	if e.Proto == conntracktest.TCP {
 		f.ProtoInfo = &netlink.ProtoInfoTCP{State: 3} // ESTABLISHED
 	}
 	return f
@@ -84,18 +84,18 @@ func TestKernelTableMatchesFake(t *testing.T) {
 	sp := dualStackService()
 	sctp := sctpService()
 	st := state(sp, eps(ready(epB), ready(epB6)), sctp, eps(ready(addrPort("10.244.2.10:9999"))))
-	entries := []cttest.Entry{
+	entries := []conntracktest.Entry{
 		udpVia(c(1), clusterIP, 53, epA),
 		udpVia(c(2), clusterIP, 53, epB),
 		udpVia(c(3), nodeIP, 30053, epA),
-		cttest.Plain(cttest.UDP, c(4), netip.AddrPortFrom(clusterIP, 53)),
-		cttest.NATed(cttest.TCP, c(5), netip.AddrPortFrom(clusterIP, 53), epA),
-		cttest.Plain(cttest.UDP, c(6), epA),
-		cttest.NATed(cttest.SCTP, c(7), addrPort("10.96.0.20:9999"), addrPort("10.244.1.10:9999")),
-		cttest.NATed(cttest.SCTP, c(8), addrPort("10.96.0.20:9999"), addrPort("10.244.2.10:9999")),
+		conntracktest.Plain(conntracktest.UDP, c(4), netip.AddrPortFrom(clusterIP, 53)),
+		conntracktest.NATed(conntracktest.TCP, c(5), netip.AddrPortFrom(clusterIP, 53), epA),
+		conntracktest.Plain(conntracktest.UDP, c(6), epA),
+		conntracktest.NATed(conntracktest.SCTP, c(7), addrPort("10.96.0.20:9999"), addrPort("10.244.1.10:9999")),
+		conntracktest.NATed(conntracktest.SCTP, c(8), addrPort("10.96.0.20:9999"), addrPort("10.244.2.10:9999")),
 		// A reachable endpoint address on a port that is no endpoint:
 		// stale only when SCTP ports are read.
-		cttest.NATed(cttest.SCTP, c(9), addrPort("10.96.0.20:9999"), addrPort("10.244.2.10:9998")),
+		conntracktest.NATed(conntracktest.SCTP, c(9), addrPort("10.96.0.20:9999"), addrPort("10.244.2.10:9998")),
 		udpVia(c6(1), clusterIP6, 53, epA6),
 		udpVia(c6(2), clusterIP6, 53, epB6),
 	}
@@ -108,7 +108,7 @@ func TestKernelTableMatchesFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := cttest.NewTable()
+	fake := conntracktest.NewTable()
 	if err := fake.Add(entries...); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestKernelTableMatchesFake(t *testing.T) {
 	}
 }
 
-func fakeEntries(fake *cttest.Table, fam v1.IPFamily) []string {
+func fakeEntries(fake *conntracktest.Table, fam v1.IPFamily) []string {
 	var out []string
 	for _, e := range fake.Entries(fam) {
 		out = append(out, describe(kernelFlow(e)))
@@ -168,12 +168,12 @@ func benchReconcile(b *testing.B, entries, stale int) {
 
 // benchFlows returns n UDP entries from distinct clients to the kernel
 // test's cluster IP, NATed to ep.
-func benchFlows(first, n int, ep netip.AddrPort) []cttest.Entry {
-	out := make([]cttest.Entry, 0, n)
+func benchFlows(first, n int, ep netip.AddrPort) []conntracktest.Entry {
+	out := make([]conntracktest.Entry, 0, n)
 	for i := first; i < first+n; i++ {
 		k := i / 50000
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 245, byte(k / 256), byte(k % 256)}), uint16(10000+i%50000))
-		out = append(out, cttest.NATed(cttest.UDP, client, kClusterIP, ep))
+		out = append(out, conntracktest.NATed(conntracktest.UDP, client, kClusterIP, ep))
 	}
 	return out
 }

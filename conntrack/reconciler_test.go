@@ -8,7 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -17,8 +17,8 @@ type cleanupCase struct {
 	cfg     Config
 	st      *proxier.State
 	diff    *proxier.Diff
-	keep    []cttest.Entry
-	deleted []cttest.Entry
+	keep    []conntracktest.Entry
+	deleted []conntracktest.Entry
 }
 
 // TestReconcileDeletes checks, for each kind of change, exactly which
@@ -31,7 +31,7 @@ func TestReconcileDeletes(t *testing.T) {
 	cases = append(cases, familyCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := cttest.NewTable()
+			tb := conntracktest.NewTable()
 			if err := tb.Add(append(slices.Clone(tc.keep), tc.deleted...)...); err != nil {
 				t.Fatal(err)
 			}
@@ -52,32 +52,32 @@ func endpointCases() []cleanupCase {
 		name:    "endpoint removed",
 		st:      state(dnsService(), eps(ready(epB))),
 		diff:    staleDiff(dnsName, epA),
-		keep:    []cttest.Entry{udpVia(c(1), clusterIP, 53, epB)},
-		deleted: []cttest.Entry{udpVia(c(2), clusterIP, 53, epA)},
+		keep:    []conntracktest.Entry{udpVia(c(1), clusterIP, 53, epB)},
+		deleted: []conntracktest.Entry{udpVia(c(2), clusterIP, 53, epA)},
 	}, {
 		name:    "endpoint no longer serving",
 		st:      state(dnsService(), eps(notServing(epA), ready(epB))),
 		diff:    staleDiff(dnsName, epA),
-		keep:    []cttest.Entry{udpVia(c(3), clusterIP, 53, epB)},
-		deleted: []cttest.Entry{udpVia(c(4), clusterIP, 53, epA)},
+		keep:    []conntracktest.Entry{udpVia(c(3), clusterIP, 53, epB)},
+		deleted: []conntracktest.Entry{udpVia(c(4), clusterIP, 53, epA)},
 	}, {
 		name:    "terminating endpoint while another is ready",
 		st:      state(dnsService(), eps(terminating(epA), ready(epB))),
 		diff:    staleDiff(dnsName, epA),
-		keep:    []cttest.Entry{udpVia(c(5), clusterIP, 53, epB)},
-		deleted: []cttest.Entry{udpVia(c(6), clusterIP, 53, epA)},
+		keep:    []conntracktest.Entry{udpVia(c(5), clusterIP, 53, epB)},
+		deleted: []conntracktest.Entry{udpVia(c(6), clusterIP, 53, epA)},
 	}, {
 		name:    "serving-terminating endpoint is reachable when none is ready",
 		st:      state(dnsService(), eps(terminating(epA))),
 		diff:    staleDiff(dnsName, epB),
-		keep:    []cttest.Entry{udpVia(c(7), clusterIP, 53, epA)},
-		deleted: []cttest.Entry{udpVia(c(8), clusterIP, 53, epB)},
+		keep:    []conntracktest.Entry{udpVia(c(7), clusterIP, 53, epA)},
+		deleted: []conntracktest.Entry{udpVia(c(8), clusterIP, 53, epB)},
 	}, {
 		name: "last endpoint removed: never-NATed entry kept, NATed one deleted",
 		st:   state(dnsService(), eps()),
 		diff: staleDiff(dnsName, epA),
-		keep: []cttest.Entry{cttest.Plain(cttest.UDP, c(9), netip.AddrPortFrom(clusterIP, 53))},
-		deleted: []cttest.Entry{
+		keep: []conntracktest.Entry{conntracktest.Plain(conntracktest.UDP, c(9), netip.AddrPortFrom(clusterIP, 53))},
+		deleted: []conntracktest.Entry{
 			udpVia(c(10), clusterIP, 53, epA),
 			udpVia(c(11), nodeIP, 30053, epA),
 		},
@@ -85,8 +85,8 @@ func endpointCases() []cleanupCase {
 		name: "endpoint target port changed",
 		st:   state(dnsService(), eps(ready(addrPort("10.244.1.10:5353")))),
 		diff: staleDiff(dnsName, epA),
-		keep: []cttest.Entry{udpVia(c(12), clusterIP, 53, addrPort("10.244.1.10:5353"))},
-		deleted: []cttest.Entry{
+		keep: []conntracktest.Entry{udpVia(c(12), clusterIP, 53, addrPort("10.244.1.10:5353"))},
+		deleted: []conntracktest.Entry{
 			udpVia(c(13), clusterIP, 53, epA),
 		},
 	}, {
@@ -97,8 +97,8 @@ func endpointCases() []cleanupCase {
 			return sp
 		}(), eps(local(epA), ready(epB))),
 		diff:    fullDiff(),
-		keep:    []cttest.Entry{udpVia(c(14), clusterIP, 53, epA)},
-		deleted: []cttest.Entry{udpVia(c(15), clusterIP, 53, epB)},
+		keep:    []conntracktest.Entry{udpVia(c(14), clusterIP, 53, epA)},
+		deleted: []conntracktest.Entry{udpVia(c(15), clusterIP, 53, epB)},
 	}}
 }
 
@@ -123,10 +123,10 @@ func serviceCases() []cleanupCase {
 		name: "service deleted: all its entries go, others stay",
 		st:   state(),
 		diff: deleted,
-		keep: []cttest.Entry{cttest.Plain(cttest.UDP, c(16), epA)},
-		deleted: []cttest.Entry{
+		keep: []conntracktest.Entry{conntracktest.Plain(conntracktest.UDP, c(16), epA)},
+		deleted: []conntracktest.Entry{
 			udpVia(c(17), clusterIP, 53, epA),
-			cttest.Plain(cttest.UDP, c(18), netip.AddrPortFrom(clusterIP, 53)),
+			conntracktest.Plain(conntracktest.UDP, c(18), netip.AddrPortFrom(clusterIP, 53)),
 			udpVia(c(19), nodeIP, 30053, epB),
 			udpVia(c(20), externalIP, 53, epB),
 			udpVia(c(21), lbIP, 53, epB),
@@ -140,19 +140,19 @@ func serviceCases() []cleanupCase {
 			d.Deleted[dnsName] = dnsService()
 			return d
 		}(),
-		keep: []cttest.Entry{udpVia(c(22), clusterIP, 53, epB)},
-		deleted: []cttest.Entry{
+		keep: []conntracktest.Entry{udpVia(c(22), clusterIP, 53, epB)},
+		deleted: []conntracktest.Entry{
 			udpVia(c(23), clusterIP, 53, epA),
 		},
 	}, {
 		name: "zero to N endpoints: never-NATed entries deleted",
 		st:   state(dnsService(), eps(ready(epA))),
 		diff: newlyServing,
-		deleted: []cttest.Entry{
-			cttest.Plain(cttest.UDP, c(24), netip.AddrPortFrom(clusterIP, 53)),
-			cttest.Plain(cttest.UDP, c(25), netip.AddrPortFrom(nodeIP, 30053)),
-			cttest.Plain(cttest.UDP, c(26), netip.AddrPortFrom(externalIP, 53)),
-			cttest.Plain(cttest.UDP, c(27), netip.AddrPortFrom(lbIP, 53)),
+		deleted: []conntracktest.Entry{
+			conntracktest.Plain(conntracktest.UDP, c(24), netip.AddrPortFrom(clusterIP, 53)),
+			conntracktest.Plain(conntracktest.UDP, c(25), netip.AddrPortFrom(nodeIP, 30053)),
+			conntracktest.Plain(conntracktest.UDP, c(26), netip.AddrPortFrom(externalIP, 53)),
+			conntracktest.Plain(conntracktest.UDP, c(27), netip.AddrPortFrom(lbIP, 53)),
 		},
 	}, {
 		name: "TCP untouched",
@@ -162,10 +162,10 @@ func serviceCases() []cleanupCase {
 			d.StaleEndpoints = append(d.StaleEndpoints, staleDiff(tcp.Name, epA).StaleEndpoints...)
 			return d
 		}(),
-		keep: []cttest.Entry{
-			cttest.NATed(cttest.TCP, c(28), netip.AddrPortFrom(clusterIP, 53), epA),
-			cttest.NATed(cttest.TCP, c(29), netip.AddrPortFrom(nodeIP, 30053), epA),
+		keep: []conntracktest.Entry{
+			conntracktest.NATed(conntracktest.TCP, c(28), netip.AddrPortFrom(clusterIP, 53), epA),
+			conntracktest.NATed(conntracktest.TCP, c(29), netip.AddrPortFrom(nodeIP, 30053), epA),
 		},
-		deleted: []cttest.Entry{udpVia(c(30), clusterIP, 53, epA)},
+		deleted: []conntracktest.Entry{udpVia(c(30), clusterIP, 53, epA)},
 	}}
 }

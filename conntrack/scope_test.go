@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/internal/ctnetlink"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
@@ -53,9 +53,9 @@ func reconcile(t *testing.T, r *Reconciler, st *proxier.State, d *proxier.Diff) 
 // share to be learnt, and four is what a pass dares blind), so a stale
 // entry of another service waits for the next wide pass.
 func TestPassScope(t *testing.T) {
-	tb := cttest.NewTable()
-	tcp := func(n int) cttest.Entry {
-		return cttest.NATed(cttest.TCP, c(n), netip.AddrPortFrom(clusterIP, 80), addrPort("10.244.1.10:8080"))
+	tb := conntracktest.NewTable()
+	tcp := func(n int) conntracktest.Entry {
+		return conntracktest.NATed(conntracktest.TCP, c(n), netip.AddrPortFrom(clusterIP, 80), addrPort("10.244.1.10:8080"))
 	}
 	err := tb.Add(udpVia(c(1), clusterIP, 53, epA), udpVia(c(2), clusterIP, 53, epB), udpVia(c(3), ntpIP, 123, epC), tcp(4), tcp(5))
 	if err != nil {
@@ -80,7 +80,7 @@ func TestPassScope(t *testing.T) {
 	if got := scopeStrings(tb.LastScope(v1.IPv4Protocol)); !slices.Equal(got, want) {
 		t.Errorf("targeted scope %v, want %v", got, want)
 	}
-	checkRemaining(t, tb, []cttest.Entry{udpVia(c(2), clusterIP, 53, epB), udpVia(c(3), ntpIP, 123, epC),
+	checkRemaining(t, tb, []conntracktest.Entry{udpVia(c(2), clusterIP, 53, epB), udpVia(c(3), ntpIP, 123, epC),
 		udpVia(c(6), ntpIP, 123, epX), tcp(4), tcp(5)})
 
 	if n := reconcile(t, r, st, fullDiff()); n != 1 {
@@ -93,11 +93,11 @@ func TestPassScope(t *testing.T) {
 // UDP entry: a change naming four addresses makes a wide pass, one
 // naming a single address a targeted one.
 func TestPassScopeFewUDP(t *testing.T) {
-	tb := cttest.NewTable()
-	var entries []cttest.Entry
+	tb := conntracktest.NewTable()
+	var entries []conntracktest.Entry
 	for i := range learnMin {
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)}), 40000)
-		entries = append(entries, cttest.Plain(cttest.TCP, client, addrPort("198.18.0.1:443")))
+		entries = append(entries, conntracktest.Plain(conntracktest.TCP, client, addrPort("198.18.0.1:443")))
 	}
 	entries = append(entries, udpVia(c(1), clusterIP, 53, epA), udpVia(c(2), ntpIP, 123, epC))
 	if err := tb.Add(entries...); err != nil {

@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
@@ -47,7 +47,7 @@ func TestReconcilePasses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := cttest.NewTable()
+			tb := conntracktest.NewTable()
 			if _, err := New(tb, tc.cfg, nil).Reconcile(context.Background(), tc.st, tc.diff); err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestReconcilePasses(t *testing.T) {
 // TestReconcileGoneAddress: an external IP removed from a service is only
 // visible as a changed address set; its entries are deleted.
 func TestReconcileGoneAddress(t *testing.T) {
-	tb := cttest.NewTable()
+	tb := conntracktest.NewTable()
 	r := New(tb, Config{}, nil)
 	ctx := context.Background()
 	if _, err := r.Reconcile(ctx, state(dnsService(), eps(ready(epA))), fullDiff()); err != nil {
@@ -82,7 +82,7 @@ func TestReconcileGoneAddress(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Reconcile = %d, %v; want 1 deleted", n, err)
 	}
-	checkRemaining(t, tb, []cttest.Entry{viaCluster})
+	checkRemaining(t, tb, []conntracktest.Entry{viaCluster})
 	// Nothing changed since: no pass.
 	before := tb.Passes(v1.IPv4Protocol)
 	if _, err := r.Reconcile(ctx, state(sp, eps(ready(epA))), emptyDiff()); err != nil {
@@ -96,7 +96,7 @@ func TestReconcileGoneAddress(t *testing.T) {
 // TestReconcileRetriesAfterFailure: a failed pass is redone after the next
 // sync even if that sync's Diff is empty, gone addresses included.
 func TestReconcileRetriesAfterFailure(t *testing.T) {
-	tb := cttest.NewTable()
+	tb := conntracktest.NewTable()
 	r := New(tb, Config{}, nil)
 	ctx := context.Background()
 	if _, err := r.Reconcile(ctx, state(dnsService(), eps(ready(epA))), fullDiff()); err != nil {
@@ -118,7 +118,7 @@ func TestReconcileRetriesAfterFailure(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("retry: Reconcile = %d, %v; want 2 deleted", n, err)
 	}
-	checkRemaining(t, tb, []cttest.Entry{keep})
+	checkRemaining(t, tb, []conntracktest.Entry{keep})
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := r.Reconcile(ctxDone, state(sp, eps(ready(epB))), fullDiff()); !errors.Is(err, context.Canceled) {
@@ -130,7 +130,7 @@ func TestReconcileRetriesAfterFailure(t *testing.T) {
 // the ip_family label of the table cleaned.
 func TestReconcileMetrics(t *testing.T) {
 	m := metrics.New(nil)
-	tb := cttest.NewTable()
+	tb := conntracktest.NewTable()
 	if err := tb.Add(udpVia(c(1), clusterIP, 53, epA), udpVia(c(2), nodeIP, 30053, epA)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	cttest "github.com/switchyard-proxy/switchyard/conntrack/testing"
+	"github.com/switchyard-proxy/switchyard/conntrack/conntracktest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -28,7 +28,7 @@ func webService() *proxier.ServicePort {
 
 // vanishedEnv is a reaper over a fake table, on a fake clock.
 type vanishedEnv struct {
-	table  *cttest.Table
+	table  *conntracktest.Table
 	clock  *clocktesting.FakeClock
 	r      *VanishedReaper
 	reaped chan struct{}
@@ -36,7 +36,7 @@ type vanishedEnv struct {
 
 func newVanishedEnv(t *testing.T) *vanishedEnv {
 	t.Helper()
-	env := &vanishedEnv{table: cttest.NewTable(), clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0))}
+	env := &vanishedEnv{table: conntracktest.NewTable(), clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0))}
 	var err error
 	env.r, err = NewVanishedReaper(env.table, VanishedConfig{Clock: env.clock})
 	if err != nil {
@@ -48,11 +48,11 @@ func newVanishedEnv(t *testing.T) *vanishedEnv {
 	// Flows to A and B through the cluster IP and the NodePort, one
 	// straight to A's address, one to an unrelated pod.
 	err = env.table.Add(
-		cttest.NATed(cttest.TCP, c(1), netip.AddrPortFrom(clusterIP, 80), webA),
-		cttest.NATed(cttest.TCP, c(2), netip.AddrPortFrom(nodeIP, 30080), webA),
-		cttest.NATed(cttest.TCP, c(3), netip.AddrPortFrom(clusterIP, 80), webB),
-		cttest.Plain(cttest.TCP, c(4), webA),
-		cttest.Plain(cttest.TCP, c(5), pod),
+		conntracktest.NATed(conntracktest.TCP, c(1), netip.AddrPortFrom(clusterIP, 80), webA),
+		conntracktest.NATed(conntracktest.TCP, c(2), netip.AddrPortFrom(nodeIP, 30080), webA),
+		conntracktest.NATed(conntracktest.TCP, c(3), netip.AddrPortFrom(clusterIP, 80), webB),
+		conntracktest.Plain(conntracktest.TCP, c(4), webA),
+		conntracktest.Plain(conntracktest.TCP, c(5), pod),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +95,10 @@ func TestVanishedEndpointFlowsEndAfterGrace(t *testing.T) {
 		t.Fatalf("%d entries before the grace period ended, want all 5", n)
 	}
 	env.advance(t, time.Second, true)
-	checkRemaining(t, env.table, []cttest.Entry{
-		cttest.NATed(cttest.TCP, c(3), netip.AddrPortFrom(clusterIP, 80), webB),
-		cttest.Plain(cttest.TCP, c(4), webA),
-		cttest.Plain(cttest.TCP, c(5), pod),
+	checkRemaining(t, env.table, []conntracktest.Entry{
+		conntracktest.NATed(conntracktest.TCP, c(3), netip.AddrPortFrom(clusterIP, 80), webB),
+		conntracktest.Plain(conntracktest.TCP, c(4), webA),
+		conntracktest.Plain(conntracktest.TCP, c(5), pod),
 	})
 	if v := testutil.ToFloat64(env.r.deleted.WithLabelValues("IPv4")); v != 2 {
 		t.Errorf("deleted counter %v, want 2", v)
@@ -147,13 +147,13 @@ func TestDeletedServiceEndpointsVanish(t *testing.T) {
 	d.Deleted[webName] = webService()
 	env.sync(state(), d)
 	env.advance(t, DefaultVanishedGrace, true)
-	checkRemaining(t, env.table, []cttest.Entry{cttest.Plain(cttest.TCP, c(4), webA), cttest.Plain(cttest.TCP, c(5), pod)})
+	checkRemaining(t, env.table, []conntracktest.Entry{conntracktest.Plain(conntracktest.TCP, c(4), webA), conntracktest.Plain(conntracktest.TCP, c(5), pod)})
 }
 
 // TestVanishedEndpointIPv6: the same for an IPv6 endpoint, in the IPv6
 // table.
 func TestVanishedEndpointIPv6(t *testing.T) {
-	table := cttest.NewTable()
+	table := conntracktest.NewTable()
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	r, err := NewVanishedReaper(table, VanishedConfig{Families: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, Clock: clk})
 	if err != nil {
@@ -165,7 +165,7 @@ func TestVanishedEndpointIPv6(t *testing.T) {
 	svc6, ep6a, ep6b := addr("fd00:96::10"), addrPort("[fd00:244::10]:8080"), addrPort("[fd00:244::11]:8080")
 	client6 := addrPort("[fd00:244::99]:40000")
 	sp := &proxier.ServicePort{Name: webName, Protocol: v1.ProtocolTCP, Port: 80, ClusterIPs: []netip.Addr{svc6}}
-	if err := table.Add(cttest.NATed(cttest.TCP, client6, netip.AddrPortFrom(svc6, 80), ep6a)); err != nil {
+	if err := table.Add(conntracktest.NATed(conntracktest.TCP, client6, netip.AddrPortFrom(svc6, 80), ep6a)); err != nil {
 		t.Fatal(err)
 	}
 	r.PostSync(context.Background(), state(sp, eps(ready(ep6a), ready(ep6b))), fullDiff())

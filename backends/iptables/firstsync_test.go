@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // jumpsTo counts the rules of a built-in chain that jump to target.

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

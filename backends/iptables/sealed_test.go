@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // TestSealedRenderWritesTheRender: a full sync's sealed render holds no

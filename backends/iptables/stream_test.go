@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

@@ -10,8 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )

@@ -18,8 +18,8 @@ import (
 
 	sy "github.com/switchyard-proxy/switchyard/backends/ipvs"
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipvstest"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -67,7 +67,7 @@ var (
 // transaction), and every other object recognisably switchyard's.
 func TestTableIsAdoptableByKubeProxy(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 		tbl := fake.Table(fam, nftables.TableName)

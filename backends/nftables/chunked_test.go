@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -20,7 +20,7 @@ var families = []ruleset.Family{ruleset.IPv4, ruleset.IPv6}
 // whole table fits one transaction.
 func oneTransactionDump(t *testing.T, state *proxier.State, node flowtest.NodeConfig) map[ruleset.Family]string {
 	t.Helper()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	if n := len(fake.Transactions); n != len(families) {
 		t.Fatalf("first sync of the fixture took %d transactions, want one per family", n)
@@ -33,7 +33,7 @@ func oneTransactionDump(t *testing.T, state *proxier.State, node flowtest.NodeCo
 }
 
 // checkDumps compares the fake's table of each family with want.
-func checkDumps(t *testing.T, fake *nfttest.Fake, want map[ruleset.Family]string, what string) {
+func checkDumps(t *testing.T, fake *nftablestest.Fake, want map[ruleset.Family]string, what string) {
 	t.Helper()
 	for _, fam := range families {
 		if got := fake.Dump(fam, nftables.TableName); got != want[fam] {
@@ -60,11 +60,11 @@ func TestChunkedFirstSync(t *testing.T) {
 	state, node := flowtest.Fixture()
 	want := oneTransactionDump(t, state, node)
 	defer nftables.SetChunkObjects(1)()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	checkDumps(t, fake, want, "the chunked first sync")
 	checkHookedLast(t, fake.Transactions)
-	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Run(t, nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }
 
 // checkHookedLast: every family's sync took several transactions (the
@@ -90,7 +90,7 @@ func checkHookedLast(t *testing.T, txs []*ruleset.Transaction) {
 
 // failingConn fails its nth Run.
 type failingConn struct {
-	*nfttest.Fake
+	*nftablestest.Fake
 	runs, failAt int
 }
 
@@ -107,7 +107,7 @@ func TestChunkedFirstSyncFailure(t *testing.T) {
 	state, node := flowtest.Fixture()
 	want := oneTransactionDump(t, state, node)
 	defer nftables.SetChunkObjects(1)()
-	conn := &failingConn{Fake: nfttest.NewFake(), failAt: 4}
+	conn := &failingConn{Fake: nftablestest.NewFake(), failAt: 4}
 	b := flowBackend(t, conn, node)
 	if _, err := b.Sync(context.Background(), state, fullDiff()); err == nil {
 		t.Fatal("a sync whose fourth transaction failed succeeded")
@@ -144,7 +144,7 @@ func TestRestartOverLiveTableRewritesWhole(t *testing.T) {
 		delete(after.Services, n)
 		delete(after.Endpoints, n)
 	}
-	reference := nfttest.NewFake()
+	reference := nftablestest.NewFake()
 	old := flowBackend(t, reference, node)
 	mustSync(t, old, before, fullDiff())
 	mustSync(t, old, after, changedDiff(names[:len(names)/2]...))
@@ -153,7 +153,7 @@ func TestRestartOverLiveTableRewritesWhole(t *testing.T) {
 		want[fam] = reference.Dump(fam, nftables.TableName)
 	}
 	defer nftables.SetChunkObjects(1)()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), before, fullDiff())
 	committed := len(fake.Transactions)
 	mustSync(t, flowBackend(t, fake, node), after, fullDiff())
@@ -179,7 +179,7 @@ var isPortChain = regexp.MustCompile(`^(service|external|firewall)-[A-Z0-9]{8}-`
 func TestRestartOverLiveTableFailsWhole(t *testing.T) {
 	state, node := flowtest.Fixture()
 	defer nftables.SetChunkObjects(1)()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	want := fake.Dump(ruleset.IPv4, nftables.TableName)
 	fake.FailNext = errors.New("injected failure")
@@ -199,12 +199,12 @@ func TestForeignTableReplacedInChunks(t *testing.T) {
 	state, node := flowtest.Fixture()
 	want := oneTransactionDump(t, state, node)
 	defer nftables.SetChunkObjects(1)()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	addUpstreamTable(t, fake)
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	checkDumps(t, fake, want, "the replacement")
 
-	replay := nfttest.NewFake()
+	replay := nftablestest.NewFake()
 	for i, tx := range fake.Transactions {
 		if err := replay.Run(t.Context(), tx); err != nil {
 			t.Fatalf("replaying transaction %d: %v", i, err)

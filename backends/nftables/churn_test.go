@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -130,7 +130,7 @@ func TestPartialSyncChurn(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	_, node := flowtest.Fixture()
 	svcs, nextIP := churnServices(12)
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	st := emptyChurnState()
 	mustSync(t, b, st, fullDiff())
@@ -138,9 +138,9 @@ func TestPartialSyncChurn(t *testing.T) {
 		s, what, next, diff := churnStep(r, svcs, nextIP, st)
 		mustSync(t, b, next, diff)
 		st = next
-		ref := nfttest.NewFake()
+		ref := nftablestest.NewFake()
 		mustSync(t, flowBackend(t, ref, node), st, fullDiff())
-		if d := compareFlows(svcs, node.NodeIPs, nfttest.FlowModel{Fake: ref, NodeIPs: node.NodeIPs}, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}); d != "" {
+		if d := compareFlows(svcs, node.NodeIPs, nftablestest.FlowModel{Fake: ref, NodeIPs: node.NodeIPs}, nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}); d != "" {
 			t.Fatalf("step %d (%s: %s): partial syncs and a full sync disagree:\n%s", step, s.name, what, d)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 // Conn is the backend's only way to the kernel: commit a transaction on
 // one table atomically, and list what a table holds. The netlink
-// implementation is NewNetlinkConn; backends/nftables/testing has a strict
+// implementation is NewNetlinkConn; backends/nftables/nftablestest has a strict
 // stateful fake. The reading methods may be called concurrently.
 type Conn interface {
 	// Run commits the transaction: all of it or, on error, none. What

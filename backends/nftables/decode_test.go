@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/nftables/expr"
 
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -17,7 +17,7 @@ import (
 // (ruleset.Decode, which `switchyard explain` reads the kernel with).
 func TestDecodeEveryRule(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		fake := nfttest.NewFake()
+		fake := nftablestest.NewFake()
 		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 		for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 			tbl := fake.Table(fam, "kube-proxy")
@@ -27,7 +27,7 @@ func TestDecodeEveryRule(t *testing.T) {
 				}
 			}
 		}
-		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+		return nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	})
 }
 

@@ -96,5 +96,5 @@
 // table over another program's table (handover.go).
 //
 // Render is pure (State -> ruleset objects); Conn is the only I/O; the
-// strict fake in testing applies transactions as the kernel would.
+// strict fake in nftablestest applies transactions as the kernel would.
 package nftables

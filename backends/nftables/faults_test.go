@@ -13,8 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -25,12 +25,12 @@ import (
 // rewrites and counts the repair; a periodic sync with nothing touched
 // writes nothing.
 func TestPeriodicSyncRepairsTampering(t *testing.T) {
-	tamper := map[string]func(*nfttest.Fake){
-		"table deleted": func(f *nfttest.Fake) { f.DeleteTable(ruleset.IPv4, nftables.TableName) },
-		"chain flushed": func(f *nfttest.Fake) {
+	tamper := map[string]func(*nftablestest.Fake){
+		"table deleted": func(f *nftablestest.Fake) { f.DeleteTable(ruleset.IPv4, nftables.TableName) },
+		"chain flushed": func(f *nftablestest.Fake) {
 			f.Tamper(ruleset.IPv4, nftables.TableName, func(tb *ruleset.Table) { tb.Chains["services"].Rules = nil })
 		},
-		"element deleted": func(f *nfttest.Fake) {
+		"element deleted": func(f *nftablestest.Fake) {
 			f.Tamper(ruleset.IPv4, nftables.TableName, func(tb *ruleset.Table) {
 				for k := range tb.Sets["endpoints-0"].Elements {
 					delete(tb.Sets["endpoints-0"].Elements, k)
@@ -44,7 +44,7 @@ func TestPeriodicSyncRepairsTampering(t *testing.T) {
 		for _, periodic := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/periodic=%v", name, periodic), func(t *testing.T) {
 				state, node := flowtest.Fixture()
-				fake := nfttest.NewFake()
+				fake := nftablestest.NewFake()
 				reg := prometheus.NewRegistry()
 				clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 				b, err := nftables.New(nftables.Config{Families: node.Families, LocalDetector: node.LocalDetector,
@@ -113,7 +113,7 @@ func repairedCount(t *testing.T, reg *prometheus.Registry) float64 {
 // sync is full and succeeds.
 func TestRejectedTransaction(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	reg := prometheus.NewRegistry()
 	b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: node.LocalDetector, Conn: fake, Registerer: reg})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -63,9 +63,9 @@ func fullDiff() *proxier.Diff { return &proxier.Diff{Full: true} }
 // what a full sync of the fixture wrote.
 func TestFlowTable(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Run(t, nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 	flowtest.Untouched(t, state)
 }
 
@@ -74,9 +74,9 @@ func TestFlowTable(t *testing.T) {
 // decide masquerading and the pod short-circuit.
 func TestFlowTableByDetector(t *testing.T) {
 	flowtest.RunDetectors(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		fake := nfttest.NewFake()
+		fake := nftablestest.NewFake()
 		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+		return nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	})
 }
 
@@ -86,9 +86,9 @@ func TestFlowTableByDetector(t *testing.T) {
 // other, whose addresses of dual-stack Services go untouched.
 func TestFlowTableShapes(t *testing.T) {
 	flowtest.RunShapes(t, func(t *testing.T, state *proxier.State, node flowtest.NodeConfig) flowtest.Model {
-		fake := nfttest.NewFake()
+		fake := nftablestest.NewFake()
 		mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-		return nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+		return nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	})
 }
 
@@ -98,7 +98,7 @@ func TestFlowTableShapes(t *testing.T) {
 func TestNodeCIDRArrivesLater(t *testing.T) {
 	v := flowtest.Variants()[1]
 	state, node := flowtest.FixtureFor(v)
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	early := *state
 	early.Node.PodCIDRs = nil
@@ -112,7 +112,7 @@ func TestNodeCIDRArrivesLater(t *testing.T) {
 	if res := mustSync(t, b, state, diff); !res.Full {
 		t.Error("the pod CIDR's arrival did not make the sync full")
 	}
-	flowtest.RunVariant(t, v, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.RunVariant(t, v, nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }
 
 // TestNodePortAddresses: with --nodeport-addresses, NodePorts answer only
@@ -137,7 +137,7 @@ func TestNodePortAddresses(t *testing.T) {
 		for _, p := range tc.prefixes {
 			prefixes = append(prefixes, netip.MustParsePrefix(p))
 		}
-		fake := nfttest.NewFake()
+		fake := nftablestest.NewFake()
 		b, err := nftables.New(nftables.Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: node.LocalDetector,
 			NodePortAddresses: prefixes, Conn: fake})
 		if err != nil {
@@ -145,7 +145,7 @@ func TestNodePortAddresses(t *testing.T) {
 		}
 		mustSync(t, b, state, fullDiff())
 		for _, dst := range []string{"192.168.0.10", "127.0.0.1"} {
-			got, err := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}.Flow(flowtest.Packet{
+			got, err := nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}.Flow(flowtest.Packet{
 				SrcIP: netip.MustParseAddr("203.0.113.7"), DstIP: netip.MustParseAddr(dst), DstPort: 30080, Protocol: v1.ProtocolTCP})
 			if err != nil {
 				t.Fatal(err)
@@ -168,9 +168,9 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 		LoadBalancerIPs:          []netip.Addr{netip.MustParseAddr("198.51.100.90")},
 		LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
 	state.Endpoints[name] = []proxier.Endpoint{{IP: netip.MustParseAddr("10.244.2.91"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b"}}
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
-	m := nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
+	m := nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs}
 	for _, tc := range []struct {
 		src, dst string
 		want     flowtest.Expect

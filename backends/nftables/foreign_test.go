@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -17,7 +17,7 @@ import (
 // replaced.
 func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	addUpstreamTable(t, fake)
 
 	b := flowBackend(t, fake, node)
@@ -71,7 +71,7 @@ func TestFirstSyncReplacesAForeignTable(t *testing.T) {
 // by the next full sync.
 func TestFullSyncDeletesAStaleHandoverTable(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	stale := ruleset.NewTransaction(ruleset.IPv4, nftables.HandoverTable)
 	stale.AddTable()
 	stale.AddChain(&ruleset.Chain{Name: "services"})
@@ -89,7 +89,7 @@ func TestFullSyncDeletesAStaleHandoverTable(t *testing.T) {
 // replaces the table through the handover table as well.
 func TestFirstSyncReplacesAnAdoptedTable(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	want := fake.Dump(ruleset.IPv4, nftables.TableName)
 	fake.Tamper(ruleset.IPv4, nftables.TableName, func(tbl *ruleset.Table) {
@@ -115,7 +115,7 @@ func TestFirstSyncReplacesAnAdoptedTable(t *testing.T) {
 // objects only switchyard writes.
 func TestRemoveLeftoversAfterAdoption(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	mustSync(t, b, state, fullDiff())
 	if _, err := b.RemoveLeftovers(t.Context()); err == nil {
@@ -171,7 +171,7 @@ func TestRemoveLeftoversAfterAdoption(t *testing.T) {
 
 // addUpstreamTable gives the fake an IPv4 kube-proxy table another
 // program made (kube-proxy's nftables mode), with one of its chains.
-func addUpstreamTable(t *testing.T, fake *nfttest.Fake) {
+func addUpstreamTable(t *testing.T, fake *nftablestest.Fake) {
 	t.Helper()
 	upstream := ruleset.NewTransaction(ruleset.IPv4, nftables.TableName)
 	upstream.AddTable()

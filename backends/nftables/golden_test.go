@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -42,7 +42,7 @@ func golden(t *testing.T, name, got string) {
 // both families: every service shape of the packet-flow table.
 func TestGoldenFixture(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	golden(t, "fixture-ip", fake.Dump(ruleset.IPv4, nftables.TableName))
 	golden(t, "fixture-ip6", fake.Dump(ruleset.IPv6, nftables.TableName))
@@ -63,7 +63,7 @@ func TestGoldenDetectors(t *testing.T) {
 					delete(state.Endpoints, name)
 				}
 			}
-			fake := nfttest.NewFake()
+			fake := nftablestest.NewFake()
 			mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 			golden(t, "detect-"+v.Name, fake.Dump(ruleset.IPv4, nftables.TableName)+fake.Dump(ruleset.IPv6, nftables.TableName))
 		})

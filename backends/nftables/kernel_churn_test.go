@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
@@ -38,7 +38,7 @@ func kernelChurn(t *testing.T, name string, r *rand.Rand, steps, restartEvery in
 	ns := kerneltest.NewNetns(t, name)
 	_, node := flowtest.Fixture()
 	svcs, nextIP := churnServices(12)
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	fb, kb := flowBackend(t, fake, node), kernelBackend(t, node)
 	st := emptyChurnState()
 	mustSync(t, fb, st, fullDiff())

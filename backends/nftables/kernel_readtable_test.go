@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -25,7 +25,7 @@ func TestKernelReadTable(t *testing.T) {
 			state, node := flowtest.FixtureFor(v)
 			ns := kerneltest.NewNetns(t, "nftread")
 			kernelSync(t, ns, kernelBackend(t, node), state, fullDiff())
-			fake := nfttest.NewFake()
+			fake := nftablestest.NewFake()
 			mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 			for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 				var got *ruleset.Table

@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
@@ -76,7 +76,7 @@ func TestKernelRestartAfterPartialSyncs(t *testing.T) {
 		st = next
 	}
 	kernelSync(t, ns, kernelBackend(t, node), st, fullDiff())
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), st, fullDiff())
 	checkKernelCounts(t, ns, fake)
 }
@@ -154,7 +154,7 @@ func TestKernelRestartKeepsChains(t *testing.T) {
 			t.Errorf("the restart wrote %q again (handle %s, was %q)", rule, h, handles[rule])
 		}
 	}
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), before, fullDiff())
 	mustSync(t, flowBackend(t, fake, node), after, fullDiff())
 	checkKernelCounts(t, ns, fake)
@@ -168,7 +168,7 @@ func TestKernelRestartKeepsChains(t *testing.T) {
 // checkKernelElementsMatchFake reads a set back from the kernel and from
 // the fake (keys, data, verdicts and the tags nft does not show) and
 // compares them.
-func checkKernelElementsMatchFake(t *testing.T, ns string, fake *nfttest.Fake, fam ruleset.Family, s *ruleset.Set) {
+func checkKernelElementsMatchFake(t *testing.T, ns string, fake *nftablestest.Fake, fam ruleset.Family, s *ruleset.Set) {
 	t.Helper()
 	read := func(conn nftables.Conn) map[string]string {
 		out := map[string]string{}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
@@ -17,7 +17,7 @@ import (
 // were.
 func TestKernelRejectsWhatTheFakeRejects(t *testing.T) {
 	kerneltest.Require(t)
-	for _, r := range nfttest.Rejections() {
+	for _, r := range nftablestest.Rejections() {
 		t.Run(r.Name, func(t *testing.T) {
 			ns := kerneltest.NewNetns(t, "nftrej")
 			err := kerneltest.InNetns(ns, func() error {

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
@@ -62,7 +62,7 @@ func kernelFixtureMatchesFake(t *testing.T) {
 	ns := kerneltest.NewNetns(t, "nftfix")
 	state, node := flowtest.Fixture()
 	kernelSync(t, ns, kernelBackend(t, node), state, fullDiff())
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), state, fullDiff())
 	checkKernelCounts(t, ns, fake)
 	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
@@ -84,7 +84,7 @@ func kernelFixtureMatchesFake(t *testing.T) {
 
 // checkKernelCounts compares what the kernel holds in the namespace
 // (rules per chain, elements per set) with what the fake holds.
-func checkKernelCounts(t *testing.T, ns string, fake *nfttest.Fake) {
+func checkKernelCounts(t *testing.T, ns string, fake *nftablestest.Fake) {
 	t.Helper()
 	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 		var got nftables.TableCounts

@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
@@ -33,7 +33,7 @@ func changedDiff(names ...proxier.ServicePortName) *proxier.Diff {
 // endpoints changed.
 func TestPartialSyncsReachFullSyncTable(t *testing.T) {
 	state, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	empty := cloneState(state)
 	for n := range empty.Endpoints {
@@ -59,14 +59,14 @@ func TestPartialSyncsReachFullSyncTable(t *testing.T) {
 	mustSync(t, b, gone, changedDiff(some))
 	mustSync(t, b, state, changedDiff(some))
 
-	ref := nfttest.NewFake()
+	ref := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, ref, node), state, fullDiff())
 	for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 		if d := cmp.Diff(ref.Dump(fam, nftables.TableName), fake.Dump(fam, nftables.TableName)); d != "" {
 			t.Errorf("%s table after partial syncs differs from a full sync (-full +partial):\n%s", fam, d)
 		}
 	}
-	flowtest.Run(t, nfttest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
+	flowtest.Run(t, nftablestest.FlowModel{Fake: fake, NodeIPs: node.NodeIPs})
 }
 
 // assertElementsOnly checks that endpoint changes touched no rule.
@@ -98,7 +98,7 @@ func sortedPorts(st *proxier.State) []proxier.ServicePortName {
 // full sync and through a partial one that adds another.
 func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
 	_, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	st := scaleState(40, 2, 1)
 	mustSync(t, b, st, fullDiff())
@@ -116,7 +116,7 @@ func TestSingleStackPortsTakeNoGroupInTheOtherFamily(t *testing.T) {
 // groups goes back to 16 a map and deletes the maps it no longer needs.
 func TestFullSyncsResizeEndpointMaps(t *testing.T) {
 	_, node := flowtest.Fixture()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := flowBackend(t, fake, node)
 	countMaps := func() int { return endpointMaps(fake, ruleset.IPv4) }
 	big := scaleState(20000, 1, 1)
@@ -147,7 +147,7 @@ func addedPorts(prev, next *proxier.State) []proxier.ServicePortName {
 }
 
 // endpointMaps counts the family table's endpoint maps in the fake.
-func endpointMaps(fake *nfttest.Fake, fam ruleset.Family) int {
+func endpointMaps(fake *nftablestest.Fake, fam ruleset.Family) int {
 	n := 0
 	for name := range fake.Table(fam, nftables.TableName).Sets {
 		if strings.HasPrefix(name, "endpoints-") {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier/flowtest"
 )
 
@@ -27,7 +27,7 @@ func TestRestartChurn(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	_, node := flowtest.Fixture()
 	svcs, nextIP := churnServices(12)
-	running, restarted := nfttest.NewFake(), nfttest.NewFake()
+	running, restarted := nftablestest.NewFake(), nftablestest.NewFake()
 	rb, b := flowBackend(t, running, node), flowBackend(t, restarted, node)
 	st := emptyChurnState()
 	mustSync(t, rb, st, fullDiff())
@@ -50,9 +50,9 @@ func TestRestartChurn(t *testing.T) {
 				t.Fatalf("step %d (%s: %s), %s: the restarted daemon's table differs from the running one's:\n%s\nwant:\n%s", step, s.name, what, fam, got, want)
 			}
 		}
-		ref := nfttest.NewFake()
+		ref := nftablestest.NewFake()
 		mustSync(t, flowBackend(t, ref, node), st, fullDiff())
-		if d := compareFlows(svcs, node.NodeIPs, nfttest.FlowModel{Fake: ref, NodeIPs: node.NodeIPs}, nfttest.FlowModel{Fake: restarted, NodeIPs: node.NodeIPs}); d != "" {
+		if d := compareFlows(svcs, node.NodeIPs, nftablestest.FlowModel{Fake: ref, NodeIPs: node.NodeIPs}, nftablestest.FlowModel{Fake: restarted, NodeIPs: node.NodeIPs}); d != "" {
 			t.Fatalf("step %d (%s: %s): the restarted table and a full sync disagree:\n%s", step, s.name, what, d)
 		}
 	}
@@ -113,7 +113,7 @@ func TestRestartMovesClusterIPs(t *testing.T) {
 	a, b := after.Services[names[1]], after.Services[names[4]]
 	a.ClusterIPs, b.ClusterIPs = b.ClusterIPs, a.ClusterIPs
 	want := oneTransactionDump(t, after, node)
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, flowBackend(t, fake, node), before, fullDiff())
 	committed := len(fake.Transactions)
 	mustSync(t, flowBackend(t, fake, node), after, fullDiff())

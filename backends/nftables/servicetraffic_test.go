@@ -12,13 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 	"github.com/switchyard-proxy/switchyard/proxier/metrics"
 )
 
-func trafficBackend(t *testing.T, fake *nfttest.Fake) *nftables.Backend {
+func trafficBackend(t *testing.T, fake *nftablestest.Fake) *nftables.Backend {
 	t.Helper()
 	b, err := nftables.New(nftables.Config{Conn: fake, ServiceTraffic: true})
 	if err != nil {
@@ -48,7 +48,7 @@ func dstKey(ip string, proto uint8, port uint32) []ruleset.Value {
 }
 
 func TestServiceTrafficRender(t *testing.T) {
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	mustSync(t, trafficBackend(t, fake), countedState(), fullDiff())
 	dump := fake.Dump(ruleset.IPv4, nftables.TableName)
 	for _, want := range []string{
@@ -64,7 +64,7 @@ func TestServiceTrafficRender(t *testing.T) {
 		}
 	}
 	// Off by default: nothing of it.
-	off := nfttest.NewFake()
+	off := nftablestest.NewFake()
 	plain, err := nftables.New(nftables.Config{Conn: off})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestServiceTrafficRender(t *testing.T) {
 }
 
 func TestServiceTrafficReadAndGone(t *testing.T) {
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b := trafficBackend(t, fake)
 	st := countedState()
 	mustSync(t, b, st, fullDiff())

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 )
 
 func TestMetricsRegistration(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 	"github.com/switchyard-proxy/switchyard/internal/reconcile"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )

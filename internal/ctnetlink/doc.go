@@ -12,7 +12,7 @@
 // on every entry they get (Filter narrows, it never decides).
 //
 // The conntrack reconciler (conntrack/) dumps and deletes through it; the
-// conntrack scale harness (conntrack/testing, e2e) fills tables of
+// conntrack scale harness (conntrack/conntracktest, e2e) fills tables of
 // millions of entries and checks them through it. Attribute layout comes
 // from internal/nfnetlink.
 package ctnetlink

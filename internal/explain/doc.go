@@ -8,7 +8,7 @@
 // reach. The kernel view is what the node's live ruleset does with a new
 // connection to each of the Service's addresses, found by running the
 // project's packet tracers over it (a Dataplane): the iptables tracer of
-// internal/iptables/testing over `iptables-save` output, the nftables
+// internal/iptables/iptablestest over `iptables-save` output, the nftables
 // tracer (ruleset.Table.Trace) over the table read back through netlink.
 // In userspace mode the iptables rules are traced too, and a path they
 // send to a local port is followed to the socket there: the namespace's

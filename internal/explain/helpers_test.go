@@ -14,10 +14,10 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/backends/iptables"
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/backends/userspace"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -86,7 +86,7 @@ func iptablesPlaneOf(t *testing.T, o Objects) Dataplane {
 }
 
 // fakeTables reads tables from the nftables fake.
-type fakeTables struct{ *nfttest.Fake }
+type fakeTables struct{ *nftablestest.Fake }
 
 func (f fakeTables) ReadTable(_ context.Context, fam ruleset.Family, name string) (*ruleset.Table, bool, error) {
 	t := f.Table(fam, name)
@@ -97,7 +97,7 @@ func (f fakeTables) ReadTable(_ context.Context, fam ruleset.Family, name string
 // into the nftables fake and reads them back as explain does.
 func nftablesPlaneOf(t *testing.T, o Objects) Dataplane {
 	t.Helper()
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	b, err := nftables.New(nftables.Config{Conn: fake, Families: o.Families, LocalDetector: proxier.DetectByClusterCIDRs(testPodCIDR)})
 	if err != nil {
 		t.Fatal(err)

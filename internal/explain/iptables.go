@@ -10,8 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // iptablesPlane is the live iptables ruleset of the filter and nat

@@ -9,8 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // IPVSConfig is what ReadIPVS reads, all read only.

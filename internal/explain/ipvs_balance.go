@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 )
 
 // balance is IPVS in LOCAL_IN: the virtual server the packet matches

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 )
 
 // SetSaver gives `ipset save` output (ipset.Interface's Save: read only).

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs/ipset"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 var builtinChains = map[string][]string{

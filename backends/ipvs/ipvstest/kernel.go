@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/backends/ipvs"
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // Kernel is a fake node: every fake the IPVS backend needs, wired

@@ -8,7 +8,7 @@
 //     against what it installed, producing a Transaction;
 //   - Compile turns each rule into the netlink expressions the kernel
 //     receives (github.com/google/nftables), register by register;
-//   - the strict fake in backends/nftables/testing applies transactions to
+//   - the strict fake in backends/nftables/nftablestest applies transactions to
 //     a Table and dumps it as nft text;
 //   - the packet tracer (Table.Trace) walks the same typed rules
 //     (Expr.Eval), over the fake's tables for the shared packet-flow table

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/backends/nftables"
+	"github.com/switchyard-proxy/switchyard/backends/nftables/nftablestest"
 	"github.com/switchyard-proxy/switchyard/backends/nftables/ruleset"
-	nfttest "github.com/switchyard-proxy/switchyard/backends/nftables/testing"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
@@ -143,7 +143,7 @@ func inNetns[T any](fn func(ns string) (T, error)) (T, error) {
 // floor loads the same ruleset with `nft -f`, as text dumped by the fake
 // after the same render, in fresh namespaces.
 func floor(n, eps, runs int) ([]time.Duration, error) {
-	fake := nfttest.NewFake()
+	fake := nftablestest.NewFake()
 	be, err := nftables.New(nftables.Config{LocalDetector: proxier.DetectByClusterCIDRs(mustPrefixes(podCIDR)...), Conn: fake})
 	if err != nil {
 		return nil, err

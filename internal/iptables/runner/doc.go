@@ -1,8 +1,7 @@
 // Package runner runs iptables for switchyard's backends.
 //
 // Interface is the narrow seam every backend programs against; New returns
-// the real implementation and internal/iptables/testing (package
-// iptablestest) a strict stateful fake of it. Usage:
+// the real implementation and internal/iptables/iptablestest a strict stateful fake of it. Usage:
 //
 //	r, err := runner.New(runner.Options{}) // detects nf_tables vs legacy
 //	err = r.Restore(ctx, runner.IPv4, []byte("*nat\n:KUBE-SERVICES - [0:0]\n...\nCOMMIT\n"))

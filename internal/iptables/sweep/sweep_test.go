@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/internal/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/internal/iptables/runner"
-	iptablestest "github.com/switchyard-proxy/switchyard/internal/iptables/testing"
 )
 
 // kubeProxyIPTables is what kube-proxy's iptables mode leaves for one

@@ -1,6 +1,6 @@
 // Package testing provides a stateful fake of the kernel conntrack table
 // for tests of the conntrack reconciler and its users.
-package testing
+package conntracktest
 
 import (
 	"errors"

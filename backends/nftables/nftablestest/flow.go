@@ -1,4 +1,4 @@
-package testing
+package nftablestest
 
 import (
 	"fmt"

@@ -3,4 +3,4 @@
 // canonical text) and FlowModel, which answers the shared packet-flow
 // table of proxier/flowtest by tracing the fake's tables (the tracer
 // itself is ruleset.Table.Trace, shared with `switchyard explain`).
-package testing
+package nftablestest
