@@ -189,7 +189,8 @@ func (f *fleet) stop() {
 // GOMAXPROCS 2c: each of kubemark's processes has 2 (the machine's CPUs),
 // and on a machine shared with other work the scheduler shares the CPUs
 // out by thread, so one process of 2 threads would get a tenth of the time
-// ten kubemark processes get.
+// ten kubemark processes get. HOLLOW_SWITCHYARD_GOMAXPROCS, when set,
+// is every process's GOMAXPROCS instead.
 func startSwitchyard(bin, kubeconfig, logDir string, n, procs int, book *probeBook, probe func(string) (int, bool)) (*fleet, error) {
 	f := newFleet("switchyard", book, probe, 1)
 	procs = min(max(procs, 1), n)
@@ -203,6 +204,9 @@ func startSwitchyard(bin, kubeconfig, logDir string, n, procs int, book *probeBo
 			"--node-name-prefix", nodePrefix, "--kubeconfig", kubeconfig}
 		argv = append(argv, strings.Fields(os.Getenv("HOLLOW_SWITCHYARD_ARGS"))...)
 		env := []string{fmt.Sprintf("GOMAXPROCS=%d", 2*count)}
+		if v := os.Getenv("HOLLOW_SWITCHYARD_GOMAXPROCS"); v != "" {
+			env = []string{"GOMAXPROCS=" + v}
+		}
 		c, err := startChild(fmt.Sprintf("switchyard-hollow-%d", k), argv, env, fmt.Sprintf("%s/switchyard-n%d-%d.log", logDir, n, k), f.switchyardLine)
 		if err != nil {
 			f.stop()

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -179,8 +181,13 @@ func mustOptions(t *testing.T) *Options {
 func recordingSync() recording.Sync { return recording.Sync{At: time.Now(), Full: true} }
 
 // With --profiling the hollow process serves pprof and the clients'
-// request metrics on the metrics address.
+// request metrics on the metrics address, with the mutex (and block)
+// profiles sampling.
 func TestHollowProfilingServer(t *testing.T) {
+	t.Cleanup(func() {
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
+	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,8 +221,25 @@ func TestHollowProfilingServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if got := httpBody(t, "http://"+addr+"/debug/pprof/mutex?debug=1"); !strings.Contains(got, "sampling period=10\n") {
+		t.Errorf("the mutex profile does not sample one contention in 10:\n%.300s", got)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+func httpBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(b)
 }
