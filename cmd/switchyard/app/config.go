@@ -173,7 +173,7 @@ func (r *rawConfig) applyFile(c *fileConfig) {
 // the nftables mode has no flags of its own (it reads --masquerade-all,
 // --iptables-masquerade-bit and the --iptables-*sync-period flags).
 func (r *rawConfig) applyNFTablesSection(k *kubeproxyv1alpha1.KubeProxyConfiguration) {
-	if k.Mode != "nftables" {
+	if flagSection(string(k.Mode)) != "nftables" {
 		return
 	}
 	fromFile(r, "masquerade-all", &r.MasqueradeAll, k.NFTables.MasqueradeAll)

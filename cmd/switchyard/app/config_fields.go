@@ -91,7 +91,7 @@ func ignoredFields(k *kubeproxyv1alpha1.KubeProxyConfiguration) []string {
 		path string
 		set  bool
 	}{
-		{"nftables", k.Mode != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
+		{"nftables", flagSection(string(k.Mode)) != "nftables" && !reflect.ValueOf(k.NFTables).IsZero()},
 		{"winkernel", !reflect.ValueOf(k.Winkernel).IsZero()},
 		{"portRange", k.PortRange != ""},
 		{"windowsRunAsService", k.WindowsRunAsService},
