@@ -12,24 +12,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/spf13/cobra"
 	"github.com/switchyard-proxy/switchyard/internal/explain"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
 	"github.com/switchyard-proxy/switchyard/proxier"
 )
 
-// executeExplain runs `switchyard explain args...` with a recording run
-// function.
-func executeExplain(t *testing.T, args ...string) (*explainRequest, *Options, error) {
+// executeSubcommand runs a subcommand built by newCmd with args and a run
+// function that records what it was given.
+func executeSubcommand[R any](t *testing.T, newCmd func(run func(context.Context, *Options, *R) error, warn func(string)) *cobra.Command, args ...string) (*R, *Options, error) {
 	t.Helper()
-	var got *explainRequest
+	var got *R
 	var opts *Options
-	cmd := newExplainCommand(func(_ context.Context, o *Options, req *explainRequest) error {
+	cmd := newCmd(func(_ context.Context, o *Options, req *R) error {
 		got, opts = req, o
 		return nil
 	}, func(string) {})
 	cmd.SetArgs(args)
 	cmd.SetOut(&strings.Builder{})
 	return got, opts, cmd.Execute()
+}
+
+// executeExplain runs `switchyard explain args...` with a recording run
+// function.
+func executeExplain(t *testing.T, args ...string) (*explainRequest, *Options, error) {
+	t.Helper()
+	return executeSubcommand(t, func(run func(context.Context, *Options, *explainRequest) error, warn func(string)) *cobra.Command {
+		return newExplainCommand(run, warn)
+	}, args...)
 }
 
 func TestExplainArgs(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/spf13/cobra"
 	"github.com/switchyard-proxy/switchyard/backends/recording"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi"
 	"github.com/switchyard-proxy/switchyard/internal/kubeapi/clientset"
@@ -27,15 +28,9 @@ import (
 // function.
 func executeHollow(t *testing.T, args ...string) (*hollowRequest, *Options, error) {
 	t.Helper()
-	var got *hollowRequest
-	var opts *Options
-	cmd := newHollowCommand(func(_ context.Context, o *Options, req *hollowRequest) error {
-		got, opts = req, o
-		return nil
-	}, func(string) {})
-	cmd.SetArgs(args)
-	cmd.SetOut(&strings.Builder{})
-	return got, opts, cmd.Execute()
+	return executeSubcommand(t, func(run func(context.Context, *Options, *hollowRequest) error, warn func(string)) *cobra.Command {
+		return newHollowCommand(run, warn)
+	}, args...)
 }
 
 func TestHollowArgs(t *testing.T) {
