@@ -136,7 +136,7 @@ VMTEST_WORK=$dir VM_LOG=$log VM_EXTRA=$extra VM_ENV="$(echo $guest_env) ${VM_ENV
 	VM_TIMEOUT=$timeout VM_MEM=$mem \
 	VM_NIC="user,model=virtio-net-pci,restrict=on,guestfwd=tcp:10.0.2.100:$api-cmd:$bb nc 127.0.0.1 $api,guestfwd=tcp:10.0.2.100:$etcd-cmd:$bb nc 127.0.0.1 $etcd" \
 	"$HERE/vmtest.sh" "$HERE/e2e-guest.sh" -test.run '^TestBenchDataplane$' -test.v -test.timeout "$((timeout - 60))s" |
-	grep -vE '^=== (RUN|PAUSE|CONT)'
+	grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 rc=${PIPESTATUS[0]}
 set -e
 t4=$(now)
