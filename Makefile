@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane hollow conntrack-scale outage deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane bench-dataplane-vm hollow conntrack-scale outage deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -64,6 +64,13 @@ bench:
 # make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
 bench-dataplane:
 	hack/bench/dataplane.sh
+
+# The same benchmark inside the QEMU VM (TCG), for ipvs, which this host's
+# kernel lacks, beside the direct path and nftables/iptables in the VM; its
+# lines carry env=vm-tcg (only ratios and their trend in N compare):
+# make bench-dataplane-vm [SIZES="1000 10000"] [DURATION=3s] [ROUNDS=3] [PATHS=...]
+bench-dataplane-vm: tools
+	hack/vm/bench-dataplane-vm.sh
 
 # N hollow proxies against one real apiserver holding SERVICES Services,
 # switchyard's (`switchyard hollow --count N`, one process) then upstream's

@@ -96,7 +96,11 @@ func dpReport(t *testing.T, cfg dpConfig, n int, samples []dpSample) {
 	figs := dpFigures(samples)
 	keys := dpSortedKeys(figs, cfg)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d Services (medians of %d rounds of %s; ratio to direct in brackets)\n", n, cfg.rounds, cfg.duration)
+	where := ""
+	if cfg.envLabel != "" {
+		where = ", " + cfg.envLabel
+	}
+	fmt.Fprintf(&b, "\n%d Services (medians of %d rounds of %s; ratio to direct in brackets%s)\n", n, cfg.rounds, cfg.duration, where)
 	b.WriteString("| path | via | short TCP conn/s | kernel µs/conn | connect p50 / p99 µs (1 client) | stream Gbit/s | UDP req/s | spread |\n|---|---|---|---|---|---|---|---|\n")
 	rows := map[[3]string]bool{}
 	for _, k := range keys {
@@ -108,7 +112,7 @@ func dpReport(t *testing.T, cfg dpConfig, n int, samples []dpSample) {
 		b.WriteString(dpRow(figs, k))
 	}
 	for _, k := range keys {
-		b.WriteString(dpLines(figs, k))
+		b.WriteString(dpLines(figs, k, cfg.envField()))
 	}
 	b.WriteString(dpProxyRatios(figs, n, cfg))
 	fmt.Fprint(cfg.out, b.String())
@@ -167,17 +171,18 @@ func dpRow(figs map[dpKey]dpFigure, k dpKey) string {
 
 func dpWith(k dpKey, w string) dpKey { k.workload = w; return k }
 
-// dpLines are the machine-readable lines of one series.
-func dpLines(figs map[dpKey]dpFigure, k dpKey) string {
+// dpLines are the machine-readable lines of one series; env is appended to
+// each (" env=vm-tcg", or "" on the host).
+func dpLines(figs map[dpKey]dpFigure, k dpKey, env string) string {
 	f := figs[k]
 	if f.rounds == 0 {
-		return fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s workload=%s value=failed rounds_failed=%d\n", k.n, k.mode, k.proxy, k.via, k.workload, f.failed)
+		return fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s workload=%s value=failed rounds_failed=%d%s\n", k.n, k.mode, k.proxy, k.via, k.workload, f.failed, env)
 	}
 	d := figs[dpDirect(k)]
 	head := fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s", k.n, k.mode, k.proxy, k.via)
 	if k.workload == "latency" {
-		return fmt.Sprintf("%s workload=connect-p50 value=%.0f unit=us ratio_direct=%.2f\n%s workload=connect-p99 value=%.0f unit=us ratio_direct=%.2f\n",
-			head, f.p50, ratio(f.p50, d.p50), head, f.p99, ratio(f.p99, d.p99))
+		return fmt.Sprintf("%s workload=connect-p50 value=%.0f unit=us ratio_direct=%.2f%s\n%s workload=connect-p99 value=%.0f unit=us ratio_direct=%.2f%s\n",
+			head, f.p50, ratio(f.p50, d.p50), env, head, f.p99, ratio(f.p99, d.p99), env)
 	}
 	u := dpUnits[k.workload]
 	cpu := "kernel_us_per_conn"
@@ -187,8 +192,8 @@ func dpLines(figs map[dpKey]dpFigure, k dpKey) string {
 	case "udp":
 		cpu = "kernel_us_per_req"
 	}
-	return fmt.Sprintf("%s workload=%s value=%.4g unit=%s ratio_direct=%.2f %s=%.1f busy_us_per_op=%.1f spread=%.2f rounds=%d\n",
-		head, u.name, f.rate*u.scale, u.unit, ratio(f.rate, d.rate), cpu, f.kernel, f.busy, f.spread, f.rounds)
+	return fmt.Sprintf("%s workload=%s value=%.4g unit=%s ratio_direct=%.2f %s=%.1f busy_us_per_op=%.1f spread=%.2f rounds=%d%s\n",
+		head, u.name, f.rate*u.scale, u.unit, ratio(f.rate, d.rate), cpu, f.kernel, f.busy, f.spread, f.rounds, env)
 }
 
 // dpProxyRatios are switchyard / kube-proxy per mode, via and workload
@@ -245,7 +250,39 @@ func dpSummary(t *testing.T, cfg dpConfig, sizes []int, samples []dpSample) {
 	for _, n := range sizes {
 		ns = append(ns, fmt.Sprint(n))
 	}
-	fmt.Fprintf(cfg.out, "dataplane-result: sizes=%s paths=%d series=%d measurements=%d failed=%d rounds=%d duration=%s spread_median=%.0f%% spread_max=%.0f%% switchyard_below_kube_proxy=%s\n",
-		strings.Join(ns, ","), len(cfg.paths), len(figs), len(samples), failed, cfg.rounds, cfg.duration,
+	line := fmt.Sprintf("%s: sizes=%s paths=%d series=%d measurements=%d failed=%d rounds=%d duration=%s spread_median=%.0f%% spread_max=%.0f%% switchyard_below_kube_proxy=%s",
+		cfg.resultName(), strings.Join(ns, ","), len(cfg.paths), len(figs), len(samples), failed, cfg.rounds, cfg.duration,
 		100*median(spreads), 100*slices.Max(append(spreads, 0)), strings.Join(below, ","))
+	if cfg.envLabel != "" {
+		// Where absolute figures mean little (the VM), the trend in N
+		// is the point: each path's short-connection ratio to direct.
+		line += " short_tcp_ratio_direct=" + dpShortTrend(figs, cfg, sizes) + cfg.envField()
+	}
+	fmt.Fprintln(cfg.out, line)
+}
+
+// dpShortTrend is every proxy path's short-TCP ratio to direct per via and
+// N, "MODE/VIA@N:RATIO,...", in the run's path, via and size order.
+func dpShortTrend(figs map[dpKey]dpFigure, cfg dpConfig, sizes []int) string {
+	var out []string
+	for _, spec := range cfg.paths {
+		proxy, mode, ok := strings.Cut(spec, ":")
+		if !ok {
+			continue // direct
+		}
+		for _, via := range cfg.vias {
+			for _, n := range sizes {
+				k := dpKey{n, mode, proxy, via, "short"}
+				f, ok := figs[k]
+				if !ok || f.rounds == 0 {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s/%s@%d:%.2f", mode, via, n, ratio(f.rate, figs[dpDirect(k)].rate)))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ",")
 }

@@ -143,7 +143,10 @@ func dpKernelNote(t *testing.T, p *dpPath, shared *corev1.Service) string {
 	ns := p.env.Topo.NodeNS
 	switch p.mode {
 	case "nftables":
-		out, _ := framework.RunIn(t.Context(), ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
+		out, err := framework.RunIn(t.Context(), ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
+		if err != nil { // no nft in the VM's image
+			return fmt.Sprintf("nft list map: %v", err)
+		}
 		return fmt.Sprintf("service-ips holds %d elements", strings.Count(out, "goto "))
 	case "iptables", "iptables-legacy":
 		bin := "iptables-nft"
@@ -162,6 +165,18 @@ func dpKernelNote(t *testing.T, p *dpPath, shared *corev1.Service) string {
 			}
 		}
 		return fmt.Sprintf("KUBE-SERVICES has %d rules; %s's ClusterIP rule is rule %d", len(rules)-1, shared.Name, pos)
+	case "ipvs":
+		out, err := framework.RunIn(t.Context(), ns, "ipvsadm", "-Ln")
+		if err != nil {
+			return fmt.Sprintf("ipvsadm -Ln: %v", err)
+		}
+		vss, err := framework.ParseIPVSList(out)
+		if err != nil {
+			return err.Error()
+		}
+		key := "TCP " + hostPort(shared.Spec.ClusterIP, dpSvcRR)
+		v, ok := framework.FindIPVS(vss, key)
+		return fmt.Sprintf("IPVS holds %d virtual servers; %s: listed %v, %d real servers", len(vss), key, ok, len(v.Reals))
 	}
 	return ""
 }

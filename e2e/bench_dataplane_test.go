@@ -38,6 +38,11 @@ const (
 	dpOutEnv       = "SWITCHYARD_BENCH_DP_OUT"       // file for the tables and result lines
 	dpSkipEnv      = "SWITCHYARD_BENCH_DP_SKIP"      // "PROXY:MODE@N ...": paths not run at those N
 	dpSyncWaitEnv  = "SWITCHYARD_BENCH_DP_SYNC_WAIT" // bound of a proxy's first sync, scaleTimeBox
+	// Where the run happens, added to every result line as env=LABEL
+	// (hack/vm/bench-dataplane-vm.sh: "vm-tcg"); the result line is then
+	// "dataplane-vm-result:" when LABEL starts with "vm", so a VM's figures
+	// are never read as the host's. Unset: the host, no label.
+	dpEnvLabelEnv = "SWITCHYARD_BENCH_DP_ENV"
 )
 
 const dpDefaultPaths = "direct switchyard:iptables switchyard:iptables-legacy switchyard:nftables switchyard:userspace kube-proxy:iptables kube-proxy:nftables"
@@ -57,7 +62,7 @@ const (
 // externalTrafficPolicy=Local NodePort Service. Every path's pods have the
 // same addresses, so the shared Service reaches each path's own pods.
 type dpPath struct {
-	mode    string // "direct", "iptables", "iptables-legacy", "nftables", "userspace"
+	mode    string // "direct", "iptables", "iptables-legacy", "nftables", "userspace", "ipvs" (in the VM)
 	proxy   string // "none", "switchyard", "kube-proxy"
 	env     *framework.Env
 	daemon  *framework.Daemon
@@ -136,6 +141,23 @@ type dpConfig struct {
 	out       io.Writer
 	skip      map[string]bool // "PROXY:MODE@N" (direct: "none:direct@N")
 	syncWait  time.Duration
+	envLabel  string // dpEnvLabelEnv; "" on the host
+}
+
+// resultName is the name of the run's one result line.
+func (c dpConfig) resultName() string {
+	if strings.HasPrefix(c.envLabel, "vm") {
+		return "dataplane-vm-result"
+	}
+	return "dataplane-result"
+}
+
+// envField is " env=LABEL" for the per-series lines, "" on the host.
+func (c dpConfig) envField() string {
+	if c.envLabel == "" {
+		return ""
+	}
+	return " env=" + c.envLabel
 }
 
 func dpConfigFromEnv(t *testing.T) dpConfig {
@@ -163,6 +185,7 @@ func dpConfigFromEnv(t *testing.T) dpConfig {
 		}
 		c.syncWait = d
 	}
+	c.envLabel = strings.Join(strings.Fields(os.Getenv(dpEnvLabelEnv)), "-")
 	c.bin = os.Getenv(dpBinEnv)
 	if c.bin == "" {
 		c.bin = filepath.Join(t.TempDir(), "dataplane")
@@ -447,10 +470,12 @@ func dpSignal(t *testing.T, d *framework.Daemon, sig syscall.Signal) {
 }
 
 // dpFlushKernel leaves the node namespace without any proxy's rules, nft
-// and legacy.
+// and legacy, and without IPVS virtual servers (where the kernel has IPVS:
+// in the VM).
 func dpFlushKernel(t *testing.T, env *framework.Env) {
 	t.Helper()
 	flushKernel(t, env)
+	_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "ipvsadm", "-C")
 	for _, table := range []string{"nat", "filter", "mangle"} {
 		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-F")
 		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-X")

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,6 +63,10 @@ const (
 // scaleTimeBox bounds a proxy's first sync; upstream's beyond it is
 // reported as "> 10 min".
 const scaleTimeBox = 10 * time.Minute
+
+// scrapeTimeout bounds one read of a proxy's /metrics while waiting for
+// its syncs.
+const scrapeTimeout = time.Minute
 
 // scaleResult is one proxy's row.
 type scaleResult struct {
@@ -259,10 +264,16 @@ func waitTimestamp(t *testing.T, d *framework.Daemon, after float64, timeout tim
 // applied when a family synced after it: kube-proxy's dual-stack proxy
 // syncs only the family a slice belongs to, switchyard both in one sync.
 func syncedAfter(t *testing.T, d *framework.Daemon, after float64) (float64, bool) {
+	// The scrape's own bound, not the framework's 2 s default: in ipvs mode
+	// a scrape reads the IPVS table (per-Service traffic), which at 4k
+	// Services took longer than 2 s in the TCG VM and made a synced proxy
+	// look unsynced.
+	ctx, cancel := context.WithTimeout(t.Context(), scrapeTimeout)
+	defer cancel()
 	var last float64
 	synced, families := 0, 0
 	for _, f := range []string{"IPv4", "IPv6"} {
-		v, err := d.MetricValue(t.Context(), "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": f})
+		v, err := d.MetricValue(ctx, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": f})
 		if err != nil {
 			continue // the family is not served
 		}

@@ -14,8 +14,8 @@
 # WORKLOADS ("short latency stream udp"), CLIENTS (16), SKIP ("PROXY:MODE@N
 # ...", e.g. "kube-proxy:iptables@44000": paths not run at that N),
 # SYNC_WAIT (10m: a proxy without its first sync by then is not measured at
-# that N), OUT (a file that also gets the tables and result lines). ipvs is not here: this host's kernel has no IPVS (it runs
-# only in the VM, hack/vm).
+# that N), OUT (a file that also gets the tables and result lines). ipvs is not here: this host's kernel has no IPVS;
+# `make bench-dataplane-vm` (hack/vm/bench-dataplane-vm.sh) runs this benchmark in the QEMU VM for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}

@@ -40,7 +40,7 @@ MODULES="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_dh ip_vs_sh ip_vs_sed
 	ip6_tables ip6table_filter ip6table_nat ip6table_mangle ip6table_raw
 	xt_comment xt_mark xt_conntrack xt_MASQUERADE xt_nat xt_addrtype xt_multiport xt_tcpudp
 	xt_set xt_ipvs xt_statistic xt_recent xt_REDIRECT xt_CT ipt_REJECT ip6t_REJECT
-	nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject
+	nf_tables nft_compat nft_chain_nat nft_ct nft_nat nft_masq nft_redir nft_reject nft_numgen
 	nft_reject_inet nft_reject_ipv4 nft_reject_ipv6 nft_fib_inet nft_fib_ipv4 nft_fib_ipv6
 	ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet
 	ip_set_hash_net ip_set_bitmap_port
