@@ -90,8 +90,15 @@ func (r *Reconciler) targetedPays(n int) bool {
 
 // scopeOf is the kernel filters of one family's pass: one per target of
 // the family, or one per protocol the index cleans for a wide pass.
+//
+// IPv6 passes are always wide: on this project's kernels a dump filter
+// naming an IPv6 service address did not return that address's entries
+// (the same filter with an IPv4 address does; the kernel's IPv6 address
+// comparison in ctnetlink's filter is suspected inverted, not confirmed).
+// Seen in the e2e suite: a UDP flow to an IPv6 ClusterIP stayed on its
+// removed endpoint. The userspace filter decides every entry either way.
 func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Filter {
-	if targets == nil {
+	if targets == nil || family == v1.IPv6Protocol {
 		return wideScope(ix)
 	}
 	var out []ctnetlink.Filter

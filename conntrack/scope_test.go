@@ -132,3 +132,25 @@ func TestTargetedPays(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6ScopeIsWide: an IPv6 pass never names addresses to the kernel,
+// whose dump filter compares IPv6 addresses inverted; an IPv4 pass for
+// the same targets does.
+func TestIPv6ScopeIsWide(t *testing.T) {
+	v4 := addr("10.96.0.11")
+	v6 := addr("fd00:10:96::b")
+	ix := serviceIndex{
+		{proto: protoUDP, addr: v4, port: 123}: nil,
+		{proto: protoUDP, addr: v6, port: 123}: nil,
+	}
+	targets := keySet{
+		{proto: protoUDP, addr: v4, port: 123}: {},
+		{proto: protoUDP, addr: v6, port: 123}: {},
+	}
+	if got, want := scopeStrings(scopeOf(ix, targets, v1.IPv6Protocol)), []string{"17 "}; !slices.Equal(got, want) {
+		t.Errorf("IPv6 scope %q, want %q (protocol only)", got, want)
+	}
+	if got, want := scopeStrings(scopeOf(ix, targets, v1.IPv4Protocol)), []string{"17 10.96.0.11:123"}; !slices.Equal(got, want) {
+		t.Errorf("IPv4 scope %q, want %q", got, want)
+	}
+}
