@@ -135,7 +135,7 @@ func (a *soakAPI) check(p *soakProxy, bound time.Duration) soakCheck {
 		}
 		switch {
 		case err1 != nil || err2 != nil || err3 != nil:
-			c.err = firstErr(err1, err2, err3)
+			c.err = firstErr(err1, err2, err3) // retried: only the last attempt's error stays
 		case k == before:
 			c.api, c.ok = before, true
 		case k == after:

@@ -35,7 +35,7 @@ const (
 	soakNodeFirst   = time.Minute // the first label change, so that short runs have one
 	soakProbeChurn  = 2 * time.Second
 	soakProbeEvery  = 100 * time.Millisecond
-	soakUpdaters    = 8 // goroutines writing the endpoint updates (4 fell behind on a loaded machine)
+	soakUpdaters    = 16 // goroutines writing the endpoint updates (8 fell behind on the loaded machine)
 )
 
 // soakPods: pod0 is the probing client, pod1 and pod2 the probe Service's
@@ -52,7 +52,8 @@ type soakProxy struct {
 	probe   *framework.EchoLoop
 	samples []soakSample
 	// running totals
-	mismatches  int
+	mismatches  int // samples whose kernel disagreed with the API past the bound
+	unread      int // samples whose kernel could not be read
 	maxLag      time.Duration
 	probesSeen  int
 	probeFailed int

@@ -34,4 +34,4 @@ env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_SOAK_MIN="$min" \
   ${WARMUP:+SWITCHYARD_SOAK_WARMUP="$WARMUP"} ${SAMPLE:+SWITCHYARD_SOAK_SAMPLE="$SAMPLE"} \
   ${OUT:+SWITCHYARD_SOAK_OUT="$OUT"} \
   $GO test -tags e2e -count=1 -p 1 -timeout "$((min + 60))m" -v -run '^TestSoak$' ./e2e/ |
-  grep -vE '^=== (RUN|PAUSE|CONT)'
+  grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'

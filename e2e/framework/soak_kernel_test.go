@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -50,9 +51,29 @@ add element ip kube-proxy endpoints-1 { 0-65535 : 10.0.1.1 }
 `,
 }}
 
+// manyServiceChains is kube-proxy's layout with n service chains, each
+// drawing from an anonymous map of 3 endpoints: more than spotChecks, so
+// most count by their declared size.
+func manyServiceChains(n int) string {
+	var b strings.Builder
+	b.WriteString("table ip kube-proxy {\n map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }\n")
+	for i := range n {
+		fmt.Fprintf(&b, " chain service-%d { meta l4proto tcp dnat ip to numgen random mod 3 map { 0 : 10.1.%d.1 . 80, 1 : 10.1.%d.2 . 80, 2 : 10.1.%d.3 . 80 }; }\n", i, i, i, i)
+	}
+	b.WriteString("}\n")
+	for i := range n {
+		fmt.Fprintf(&b, "add element ip kube-proxy service-ips { 10.96.1.%d . tcp . 80 : goto service-%d }\n", i, i)
+	}
+	return b.String()
+}
+
 func TestReadKernelCounts(t *testing.T) {
 	kerneltest.Require(t)
-	for _, c := range kernelCountCases {
+	cases := append(kernelCountCases, struct {
+		proxy, mode, ruleset string
+		want                 KernelCounts
+	}{"kube-proxy", "nftables", manyServiceChains(100), KernelCounts{Services: 100, Endpoints: 300}})
+	for _, c := range cases {
 		t.Run(c.proxy+"-"+c.mode, func(t *testing.T) {
 			ns := kerneltest.NewNetns(t, "sykc")
 			cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
