@@ -4,10 +4,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,15 +50,20 @@ func soakFailureMetrics(p *soakProxy) []string {
 }
 
 // soakSampleLoop samples every proxy every cfg.sample until the run's
-// minutes have passed, printing each row as it goes.
-func soakSampleLoop(t *testing.T, cfg soakConfig, proxies []*soakProxy, api *soakAPI, start time.Time) {
+// minutes have passed or a signal comes, printing each row as it goes.
+func soakSampleLoop(t *testing.T, cfg soakConfig, proxies []*soakProxy, api *soakAPI, start time.Time, interrupt <-chan os.Signal) {
 	t.Helper()
 	end := start.Add(time.Duration(cfg.minutes) * time.Minute)
 	for next := start; ; next = next.Add(cfg.sample) {
 		for time.Until(next) < -cfg.sample/2 { // a slow sample: skip the slots it overran
 			next = next.Add(cfg.sample)
 		}
-		time.Sleep(time.Until(next))
+		select {
+		case sig := <-interrupt:
+			fmt.Fprintf(cfg.out, "soak: %v after %.1f min: the run ends here\n", sig, time.Since(start).Minutes())
+			return
+		case <-time.After(time.Until(next)):
+		}
 		for _, p := range proxies {
 			if p.exited != nil {
 				continue
@@ -121,8 +129,9 @@ func soakTake(t *testing.T, p *soakProxy, api *soakAPI, at time.Duration) soakSa
 		s.probes++
 		if r.Err != nil {
 			s.probeFailed++
-			if p.firstProbe == nil {
-				p.firstProbe = fmt.Errorf("%s: %w", r.At.Format(time.TimeOnly), r.Err)
+			p.failKinds[soakFailureKind(r.Err)]++
+			if len(p.firstFails) < 5 {
+				p.firstFails = append(p.firstFails, fmt.Sprintf("%s (minute %.1f): %v", r.At.UTC().Format(time.TimeOnly), (at-time.Since(r.At)).Minutes(), r.Err))
 			}
 			continue
 		}
@@ -237,6 +246,23 @@ func (f soakSlopes) trends() []string {
 	return out
 }
 
+// soakFailureKind sorts a failed probe: "refused" (a TCP reset to the
+// SYN: a proxy rejecting a Service it holds no endpoint for), "reset",
+// "timeout" (no answer: a packet dropped or not DNATed, or a starved
+// machine), or "other".
+func soakFailureKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other"
+}
+
 // soakLogFailures counts the proxy's log lines about a failed sync.
 func soakLogFailures(p *soakProxy) int {
 	b, err := os.ReadFile(p.d.LogPath)
@@ -288,7 +314,7 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 			return fmt.Sprintf("%d of %d (longest lag %.1fs; kernel unreadable in %d)", p.mismatches, len(p.samples), p.maxLag.Seconds(), p.unread)
 		}},
 		{"probes (failed)", func(p *soakProxy, _ soakSlopes) string {
-			return fmt.Sprintf("%d (%d) answered by %v", p.probesSeen, p.probeFailed, p.servers)
+			return fmt.Sprintf("%d (%d: %v) answered by %v", p.probesSeen, p.probeFailed, p.failKinds, p.servers)
 		}},
 	}
 	for i, p := range proxies {
@@ -306,7 +332,7 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 		f := fits[i]
 		failures := soakFailures(p)
 		fmt.Fprintf(out, "soak: proxy=%s minutes=%d rss_mb_per_h=%.2f goroutines_per_h=%.2f fds_per_h=%.2f sync_failures=%d failed_connections=%d mismatches=%d\n",
-			p.name, cfg.minutes, f.rss, f.goroutines, f.fds, failures, p.probeFailed, p.mismatches)
+			p.name, int(elapsed.Minutes()+0.5), f.rss, f.goroutines, f.fds, failures, p.probeFailed, p.mismatches)
 		var problems []string
 		if p.exited != nil {
 			problems = append(problems, "the process "+p.exited.Error())
@@ -319,7 +345,7 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 			problems = append(problems, fmt.Sprintf("%d failed syncs", failures))
 		}
 		if p.probeFailed > 0 {
-			problems = append(problems, fmt.Sprintf("%d failed probes (first %v)", p.probeFailed, p.firstProbe))
+			problems = append(problems, fmt.Sprintf("%d failed probes %v, the first: %s", p.probeFailed, p.failKinds, strings.Join(p.firstFails, "; ")))
 		}
 		if p.unread > 0 {
 			problems = append(problems, fmt.Sprintf("the kernel could not be read in %d samples", p.unread))

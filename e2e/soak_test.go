@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +37,10 @@ const (
 	soakNodeFirst   = time.Minute // the first label change, so that short runs have one
 	soakProbeChurn  = 2 * time.Second
 	soakProbeEvery  = 100 * time.Millisecond
-	soakUpdaters    = 16 // goroutines writing the endpoint updates (8 fell behind on the loaded machine)
+	// A probe's timeout: with 2 s, probes timed out on the machine at a
+	// load average of 50-100 through both proxies alike.
+	soakProbeTimeout = 5 * time.Second
+	soakUpdaters     = 16 // goroutines writing the endpoint updates (8 fell behind on the loaded machine)
 )
 
 // soakPods: pod0 is the probing client, pod1 and pod2 the probe Service's
@@ -57,7 +62,8 @@ type soakProxy struct {
 	maxLag      time.Duration
 	probesSeen  int
 	probeFailed int
-	firstProbe  error
+	failKinds   map[string]int // failed probes by kind (soakFailureKind)
+	firstFails  []string       // the first few failed probes: when, and the error
 	servers     map[string]int
 	prevHist    framework.Histogram
 	exited      error
@@ -84,7 +90,12 @@ func TestSoak(t *testing.T) {
 		cfg.services, cfg.endpoints, cfg.mode, cfg.minutes, cfg.sample, soakHeader)
 	start := time.Now()
 	stop := churn.start(start)
-	soakSampleLoop(t, cfg, proxies, api, start)
+	// SIGINT or SIGTERM ends the run early, reported and cleaned up
+	// (namespaces, processes, the seeded objects) as a full one.
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(interrupt)
+	soakSampleLoop(t, cfg, proxies, api, start, interrupt)
 	stop()
 	for _, p := range proxies {
 		p.probe.Stop()
@@ -140,7 +151,7 @@ func soakSetup(t *testing.T, cfg soakConfig) []*soakProxy {
 			t.Fatal(err)
 		}
 		env := framework.Setup(t, suite, framework.TopologySpec{Pods: soakPods})
-		proxies = append(proxies, &soakProxy{name: name, env: env, layout: layout, servers: map[string]int{}})
+		proxies = append(proxies, &soakProxy{name: name, env: env, layout: layout, servers: map[string]int{}, failKinds: map[string]int{}})
 	}
 	a, b := proxies[0].env.Topo.Pods, proxies[1].env.Topo.Pods
 	for i := range a {
@@ -185,7 +196,7 @@ func soakStart(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakCh
 		p.prevHist, _ = soakSyncHistogram(t.Context(), p)
 	}
 	for _, p := range proxies {
-		p.probe = framework.StartEchoLoop(p.env.Topo.Pods[0].NS, "tcp", addr, soakProbeEvery)
+		p.probe = framework.StartEchoLoopTimeout(p.env.Topo.Pods[0].NS, "tcp", addr, soakProbeEvery, soakProbeTimeout)
 		t.Cleanup(func() { p.probe.Stop() })
 	}
 }

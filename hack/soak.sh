@@ -9,7 +9,9 @@
 # side by side and one line per proxy:
 #   soak: proxy=switchyard minutes=60 rss_mb_per_h=... goroutines_per_h=... fds_per_h=... sync_failures=0 failed_connections=0 mismatches=0
 # Needs root (network namespaces, created and deleted by the run). Not part
-# of `make test`.
+# of `make test`. SIGTERM to the test process (e2e.test) ends a run early:
+# it prints the summary and the result lines for the minutes run and
+# cleans up as at the end.
 #
 # Knobs (environment): SOAK_MIN (60), MODE (nftables; iptables), SERVICES
 # (10000), ENDPOINTS (10), WARMUP (10m: samples before it are left out of
