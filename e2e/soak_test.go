@@ -45,7 +45,9 @@ const (
 
 // soakPods: pod0 is the probing client, pod1 and pod2 the probe Service's
 // stable endpoints, pod3 and pod4 its churned ones; all answer (echo
-// servers), so a failed probe is the proxy's doing.
+// servers), also once out of the Service, so a probe has no reason to
+// fail but the proxy (or a machine too starved to answer in time:
+// soakFailureKind tells a refusal from a timeout).
 const soakPods = 5
 
 // soakProxy is one proxy under soak in its own node namespace.
