@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,11 +27,12 @@ type soakSample struct {
 	syncP99             float64 // seconds, over those syncs; -1 without any
 	failures            int     // sync failures since the start (metrics)
 	check               soakCheck
-	probes, probeFailed int // since the last sample
+	probes, probeFailed int     // since the last sample
+	load                float64 // the machine's 1-minute load average
 	metricsErr, procErr error
 }
 
-const soakHeader = "| min | proxy | RSS MB | VmHWM MB | Go heap MB | goroutines | fds | syncs | sync p99 | sync failures | kernel svc/eps | API svc/eps | lag | probes ok/failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+const soakHeader = "| min | proxy | RSS MB | VmHWM MB | Go heap MB | goroutines | fds | syncs | sync p99 | sync failures | kernel svc/eps | API svc/eps | lag | probes ok/failed | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 // soakSyncMetric is the sync duration histogram both proxies export.
 const soakSyncMetric = "kubeproxy_sync_proxy_rules_duration_seconds"
@@ -85,7 +87,7 @@ func soakSampleLoop(t *testing.T, cfg soakConfig, proxies []*soakProxy, api *soa
 
 // soakTake takes one sample of p.
 func soakTake(t *testing.T, p *soakProxy, api *soakAPI, at time.Duration) soakSample {
-	s := soakSample{at: at, syncP99: -1}
+	s := soakSample{at: at, syncP99: -1, load: loadAverage()}
 	pid := p.d.PID()
 	m, err := framework.ReadMemory(pid)
 	s.rss, s.hwm = m.RSS, m.Peak
@@ -116,7 +118,7 @@ func soakTake(t *testing.T, p *soakProxy, api *soakAPI, at time.Duration) soakSa
 		}
 	}
 	s.metricsErr = err
-	s.check = api.check(p, soakBound(p))
+	s.check = api.check(p, soakBound(p, s.syncP99))
 	switch {
 	case s.check.err != nil:
 		p.unread++
@@ -151,15 +153,17 @@ func joinErr(prev error) func(int, error) (int, error) {
 	}
 }
 
-// soakBound is how long the kernel may lag the API: one sync (its p99 over
-// the run so far, at least 1 s), the minimum sync period (1 s) and the
-// informers' and the check's own delays (3 s).
-func soakBound(p *soakProxy) time.Duration {
-	p99 := 1.0
+// soakBound is how long the kernel may lag the API: a change that comes
+// during a sync is in the kernel at the end of the next one, so two syncs
+// (the highest p99 of any window so far, this one's included, at least
+// 1 s each), the minimum sync period (1 s), and the informers' and the
+// check's own delays (3 s).
+func soakBound(p *soakProxy, now float64) time.Duration {
+	p99 := max(1, now)
 	for _, s := range p.samples {
 		p99 = max(p99, s.syncP99)
 	}
-	return time.Duration(p99*float64(time.Second)) + 4*time.Second
+	return time.Duration(2*p99*float64(time.Second)) + 4*time.Second
 }
 
 func soakRow(proxy string, s soakSample) string {
@@ -174,10 +178,10 @@ func soakRow(proxy string, s soakSample) string {
 	case !s.check.ok:
 		lag = fmt.Sprintf("MISMATCH after %.0fs", s.check.lag.Seconds())
 	}
-	row := fmt.Sprintf("| %.1f | %s | %.1f | %.1f | %.1f | %d | %d | %d | %s | %d | %d/%d | %d/%d | %s | %d/%d |",
+	row := fmt.Sprintf("| %.1f | %s | %.1f | %.1f | %.1f | %d | %d | %d | %s | %d | %d/%d | %d/%d | %s | %d/%d | %.0f |",
 		s.at.Minutes(), proxy, mb(s.rss), mb(s.hwm), mb(s.heap), s.goroutines, s.fds, s.syncs, p99, s.failures,
 		s.check.kernel.Services, s.check.kernel.Endpoints, s.check.api.Services, s.check.api.Endpoints, lag,
-		s.probes-s.probeFailed, s.probeFailed)
+		s.probes-s.probeFailed, s.probeFailed, s.load)
 	for _, err := range []error{s.metricsErr, s.procErr} {
 		if err != nil {
 			row += " " + err.Error()
@@ -246,6 +250,19 @@ func (f soakSlopes) trends() []string {
 	return out
 }
 
+// loadAverage is the machine's 1-minute load average (-1 if unreadable).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var v float64
+	if _, err := fmt.Sscan(string(b), &v); err != nil {
+		return -1
+	}
+	return v
+}
+
 // soakFailureKind sorts a failed probe: "refused" (a TCP reset to the
 // SYN: a proxy rejecting a Service it holds no endpoint for), "reset",
 // "timeout" (no answer: a packet dropped or not DNATed, or a starved
@@ -308,6 +325,7 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 		}},
 		{"fd slope", func(_ *soakProxy, f soakSlopes) string { return fmt.Sprintf("%+.2f /h", f.fds) }},
 		{"syncs", func(p *soakProxy, _ soakSlopes) string { return fmt.Sprint(soakSyncs(p)) }},
+		{"machine load average (median / max at the samples)", func(p *soakProxy, _ soakSlopes) string { return soakLoad(p) }},
 		{"sync p99 (median / max of the 30 s windows)", func(p *soakProxy, _ soakSlopes) string { return soakP99s(p) }},
 		{"sync failures", func(p *soakProxy, _ soakSlopes) string { return fmt.Sprint(soakFailures(p)) }},
 		{"kernel vs API mismatches (samples)", func(p *soakProxy, _ soakSlopes) string {
@@ -397,6 +415,18 @@ func soakSpan(samples []soakSample, warmup time.Duration, v func(soakSample) flo
 		return "-"
 	}
 	return fmt.Sprintf(format+" / "+format+" / "+format, first, last, hi)
+}
+
+func soakLoad(p *soakProxy) string {
+	var ls []float64
+	for _, s := range p.samples {
+		ls = append(ls, s.load)
+	}
+	if len(ls) == 0 {
+		return "-"
+	}
+	slices.Sort(ls)
+	return fmt.Sprintf("%.0f / %.0f", ls[len(ls)/2], ls[len(ls)-1])
 }
 
 func soakSyncs(p *soakProxy) uint64 {
