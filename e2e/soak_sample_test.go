@@ -91,33 +91,8 @@ func soakTake(t *testing.T, p *soakProxy, api *soakAPI, at time.Duration) soakSa
 	pid := p.d.PID()
 	m, err := framework.ReadMemory(pid)
 	s.rss, s.hwm = m.RSS, m.Peak
-	s.fds, err = joinErr(err)(framework.OpenFDs(pid))
-	s.procErr = err
-	text, err := p.d.Metrics(t.Context())
-	if err == nil {
-		var heap, gor float64
-		heap, err = framework.ParseMetric(text, "go_memstats_heap_inuse_bytes", nil)
-		if err == nil {
-			gor, err = framework.ParseMetric(text, "go_goroutines", nil)
-		}
-		s.heap, s.goroutines = int64(heap), int(gor)
-		for _, name := range soakFailureMetrics(p) {
-			v, ferr := framework.ParseMetric(text, name, nil)
-			if ferr == nil { // a counter vector with no sample yet is absent
-				s.failures += int(v)
-			}
-		}
-		var h framework.Histogram
-		if h, err = framework.ParseHistogram(text, soakSyncMetric, nil); err == nil {
-			d := h.Since(p.prevHist)
-			p.prevHist = h
-			s.syncs = d.Count
-			if q, ok := d.Quantile(0.99); ok {
-				s.syncP99 = q
-			}
-		}
-	}
-	s.metricsErr = err
+	s.fds, s.procErr = joinErr(err)(framework.OpenFDs(pid))
+	s.metricsErr = soakScrape(t, p, &s)
 	s.check = api.check(p, soakBound(p, s.syncP99))
 	switch {
 	case s.check.err != nil:
@@ -126,22 +101,61 @@ func soakTake(t *testing.T, p *soakProxy, api *soakAPI, at time.Duration) soakSa
 		p.mismatches++
 	}
 	p.maxLag = max(p.maxLag, s.check.lag)
+	soakProbes(p, &s)
+	return s
+}
+
+// soakScrape fills s from p's metrics: Go heap, goroutines, sync
+// failures, the syncs since the last sample and their p99.
+func soakScrape(t *testing.T, p *soakProxy, s *soakSample) error {
+	text, err := p.d.Metrics(t.Context())
+	if err != nil {
+		return err
+	}
+	heap, err := framework.ParseMetric(text, "go_memstats_heap_inuse_bytes", nil)
+	if err != nil {
+		return err
+	}
+	gor, err := framework.ParseMetric(text, "go_goroutines", nil)
+	if err != nil {
+		return err
+	}
+	s.heap, s.goroutines = int64(heap), int(gor)
+	for _, name := range soakFailureMetrics(p) {
+		if v, err := framework.ParseMetric(text, name, nil); err == nil { // a vector with no sample yet is absent
+			s.failures += int(v)
+		}
+	}
+	h, err := framework.ParseHistogram(text, soakSyncMetric, nil)
+	if err != nil {
+		return err
+	}
+	d := h.Since(p.prevHist)
+	p.prevHist = h
+	s.syncs = d.Count
+	if q, ok := d.Quantile(0.99); ok {
+		s.syncP99 = q
+	}
+	return nil
+}
+
+// soakProbes counts the probes since the last sample into s and p.
+func soakProbes(p *soakProxy, s *soakSample) {
 	res := p.probe.Results()
 	for _, r := range res[p.probesSeen:] {
 		s.probes++
-		if r.Err != nil {
-			s.probeFailed++
-			p.failKinds[soakFailureKind(r.Err)]++
-			if len(p.firstFails) < 5 {
-				p.firstFails = append(p.firstFails, fmt.Sprintf("%s (minute %.1f): %v", r.At.UTC().Format(time.TimeOnly), (at-time.Since(r.At)).Minutes(), r.Err))
-			}
+		if r.Err == nil {
+			p.servers[r.Server]++
 			continue
 		}
-		p.servers[r.Server]++
+		s.probeFailed++
+		p.failKinds[soakFailureKind(r.Err)]++
+		if len(p.firstFails) < 5 {
+			p.firstFails = append(p.firstFails, fmt.Sprintf("%s (minute %.1f): %v", r.At.UTC().Format(time.TimeOnly), (s.at-time.Since(r.At)).Minutes(), r.Err))
+		}
 	}
 	p.probesSeen = len(res)
 	p.probeFailed += s.probeFailed
-	return s
 }
 
 func joinErr(prev error) func(int, error) (int, error) {
@@ -295,34 +309,48 @@ func soakLogFailures(p *soakProxy) int {
 // reported, not failed: it is the reference).
 func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakChurn, elapsed time.Duration) {
 	t.Helper()
-	out := cfg.out
-	fmt.Fprintf(out, "\n%s", churn.summary(elapsed))
+	fmt.Fprintf(cfg.out, "\n%s", churn.summary(elapsed))
 	fits := make([]soakSlopes, len(proxies))
+	for i, p := range proxies {
+		fits[i] = soakFit(p.samples, cfg.warmup)
+	}
+	fmt.Fprintln(cfg.out, soakTable(cfg, proxies, fits))
+	for i, p := range proxies {
+		f := fits[i]
+		fmt.Fprintf(cfg.out, "soak: proxy=%s minutes=%d rss_mb_per_h=%.2f goroutines_per_h=%.2f fds_per_h=%.2f sync_failures=%d failed_connections=%d mismatches=%d\n",
+			p.name, int(elapsed.Minutes()+0.5), f.rss, f.goroutines, f.fds, soakFailures(p), p.probeFailed, p.mismatches)
+		for _, pr := range soakProblems(p, f) {
+			if p.name == "switchyard" {
+				t.Errorf("%s: %s", p.name, pr)
+			} else {
+				t.Logf("%s (reference, not failed): %s", p.name, pr)
+			}
+		}
+	}
+}
+
+// soakTable is the summary, the proxies side by side.
+func soakTable(cfg soakConfig, proxies []*soakProxy, fits []soakSlopes) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| after %s, %d min | %s |\n|---|", cfg.warmup, cfg.minutes, strings.Join(soakNames(proxies), " | "))
 	for range proxies {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
+	span := func(v func(soakSample) float64, format string) func(*soakProxy, soakSlopes) string {
+		return func(p *soakProxy, _ soakSlopes) string { return soakSpan(p.samples, cfg.warmup, v, format) }
+	}
 	rows := []struct {
 		name string
 		cell func(p *soakProxy, f soakSlopes) string
 	}{
-		{"RSS MB (first / last / max)", func(p *soakProxy, _ soakSlopes) string {
-			return soakSpan(p.samples, cfg.warmup, func(s soakSample) float64 { return mb(s.rss) }, "%.1f")
-		}},
+		{"RSS MB (first / last / max)", span(func(s soakSample) float64 { return mb(s.rss) }, "%.1f")},
 		{"RSS slope", func(_ *soakProxy, f soakSlopes) string { return fmt.Sprintf("%+.2f MB/h", f.rss) }},
 		{"VmHWM MB (end)", func(p *soakProxy, _ soakSlopes) string { return fmt.Sprintf("%.1f", mb(soakLast(p).hwm)) }},
-		{"Go heap in use MB (first / last / max)", func(p *soakProxy, _ soakSlopes) string {
-			return soakSpan(p.samples, cfg.warmup, func(s soakSample) float64 { return mb(s.heap) }, "%.1f")
-		}},
-		{"goroutines (first / last / max)", func(p *soakProxy, _ soakSlopes) string {
-			return soakSpan(p.samples, cfg.warmup, func(s soakSample) float64 { return float64(s.goroutines) }, "%.0f")
-		}},
+		{"Go heap in use MB (first / last / max)", span(func(s soakSample) float64 { return mb(s.heap) }, "%.1f")},
+		{"goroutines (first / last / max)", span(func(s soakSample) float64 { return float64(s.goroutines) }, "%.0f")},
 		{"goroutine slope", func(_ *soakProxy, f soakSlopes) string { return fmt.Sprintf("%+.2f /h", f.goroutines) }},
-		{"open fds (first / last / max)", func(p *soakProxy, _ soakSlopes) string {
-			return soakSpan(p.samples, cfg.warmup, func(s soakSample) float64 { return float64(s.fds) }, "%.0f")
-		}},
+		{"open fds (first / last / max)", span(func(s soakSample) float64 { return float64(s.fds) }, "%.0f")},
 		{"fd slope", func(_ *soakProxy, f soakSlopes) string { return fmt.Sprintf("%+.2f /h", f.fds) }},
 		{"syncs", func(p *soakProxy, _ soakSlopes) string { return fmt.Sprint(soakSyncs(p)) }},
 		{"machine load average (median / max at the samples)", func(p *soakProxy, _ soakSlopes) string { return soakLoad(p) }},
@@ -335,9 +363,6 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 			return fmt.Sprintf("%d (%d: %v) answered by %v", p.probesSeen, p.probeFailed, p.failKinds, p.servers)
 		}},
 	}
-	for i, p := range proxies {
-		fits[i] = soakFit(p.samples, cfg.warmup)
-	}
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s |", r.name)
 		for i, p := range proxies {
@@ -345,40 +370,32 @@ func soakReport(t *testing.T, cfg soakConfig, proxies []*soakProxy, churn *soakC
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintln(out, b.String())
-	for i, p := range proxies {
-		f := fits[i]
-		failures := soakFailures(p)
-		fmt.Fprintf(out, "soak: proxy=%s minutes=%d rss_mb_per_h=%.2f goroutines_per_h=%.2f fds_per_h=%.2f sync_failures=%d failed_connections=%d mismatches=%d\n",
-			p.name, int(elapsed.Minutes()+0.5), f.rss, f.goroutines, f.fds, failures, p.probeFailed, p.mismatches)
-		var problems []string
-		if p.exited != nil {
-			problems = append(problems, "the process "+p.exited.Error())
-		}
-		if f.points < 3 {
-			problems = append(problems, fmt.Sprintf("only %d samples after the warm-up: no slope", f.points))
-		}
-		problems = append(problems, f.trends()...)
-		if failures > 0 {
-			problems = append(problems, fmt.Sprintf("%d failed syncs", failures))
-		}
-		if p.probeFailed > 0 {
-			problems = append(problems, fmt.Sprintf("%d failed probes %v, the first: %s", p.probeFailed, p.failKinds, strings.Join(p.firstFails, "; ")))
-		}
-		if p.unread > 0 {
-			problems = append(problems, fmt.Sprintf("the kernel could not be read in %d samples", p.unread))
-		}
-		if p.mismatches > 0 {
-			problems = append(problems, fmt.Sprintf("the kernel disagreed with the API in %d samples", p.mismatches))
-		}
-		for _, pr := range problems {
-			if p.name == "switchyard" {
-				t.Errorf("%s: %s", p.name, pr)
-			} else {
-				t.Logf("%s (reference, not failed): %s", p.name, pr)
-			}
-		}
+	return b.String()
+}
+
+// soakProblems is what fails the pass criteria for p.
+func soakProblems(p *soakProxy, f soakSlopes) []string {
+	var problems []string
+	if p.exited != nil {
+		problems = append(problems, "the process "+p.exited.Error())
 	}
+	if f.points < 3 {
+		problems = append(problems, fmt.Sprintf("only %d samples after the warm-up: no slope", f.points))
+	}
+	problems = append(problems, f.trends()...)
+	if failures := soakFailures(p); failures > 0 {
+		problems = append(problems, fmt.Sprintf("%d failed syncs", failures))
+	}
+	if p.probeFailed > 0 {
+		problems = append(problems, fmt.Sprintf("%d failed probes %v, the first: %s", p.probeFailed, p.failKinds, strings.Join(p.firstFails, "; ")))
+	}
+	if p.unread > 0 {
+		problems = append(problems, fmt.Sprintf("the kernel could not be read in %d samples", p.unread))
+	}
+	if p.mismatches > 0 {
+		problems = append(problems, fmt.Sprintf("the kernel disagreed with the API in %d samples", p.mismatches))
+	}
+	return problems
 }
 
 func soakNames(proxies []*soakProxy) []string {
