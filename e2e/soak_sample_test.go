@@ -151,7 +151,7 @@ func soakProbes(p *soakProxy, s *soakSample) {
 		s.probeFailed++
 		p.failKinds[soakFailureKind(r.Err)]++
 		if len(p.firstFails) < 5 {
-			p.firstFails = append(p.firstFails, fmt.Sprintf("%s (minute %.1f): %v", r.At.UTC().Format(time.TimeOnly), (s.at-time.Since(r.At)).Minutes(), r.Err))
+			p.firstFails = append(p.firstFails, fmt.Sprintf("%s (minute %.1f): %v", r.At.UTC().Format(time.TimeOnly), r.At.Sub(p.start).Minutes(), r.Err))
 		}
 	}
 	p.probesSeen = len(res)

@@ -69,6 +69,7 @@ type soakProxy struct {
 	servers     map[string]int
 	prevHist    framework.Histogram
 	exited      error
+	start       time.Time // the churn's start
 }
 
 // TestSoak runs switchyard and upstream kube-proxy side by side, each in
@@ -91,6 +92,9 @@ func TestSoak(t *testing.T) {
 	fmt.Fprintf(cfg.out, "\nsoak: %d services x %d endpoints, mode %s, %d min of churn, a sample every %s\n%s\n",
 		cfg.services, cfg.endpoints, cfg.mode, cfg.minutes, cfg.sample, soakHeader)
 	start := time.Now()
+	for _, p := range proxies {
+		p.start = start
+	}
 	stop := churn.start(start)
 	// SIGINT or SIGTERM ends the run early, reported and cleaned up
 	// (namespaces, processes, the seeded objects) as a full one.
