@@ -8,7 +8,7 @@ LDFLAGS   := -s -w -X github.com/switchyard-proxy/switchyard/cmd/switchyard/app.
 # only inside network namespaces the tests create themselves.
 KERNEL_ENV := SWITCHYARD_KERNEL_TESTS=1
 
-.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane bench-dataplane-vm hollow conntrack-scale outage deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
+.PHONY: all build build-linux test unit kernel e2e vm e2e-vm bench demo lint chart clean tools bench-dataplane bench-dataplane-vm hollow conntrack-scale outage soak deps image cluster cluster-down node-smoke node-smoke-all node-monitoring conformance
 
 all: build
 
@@ -103,8 +103,16 @@ conntrack-scale:
 outage:
 	hack/outage.sh
 
+# switchyard and kube-proxy side by side under an hour of API churn at 10k
+# Services x 10 endpoints: memory, goroutines, fds, syncs, kernel vs API,
+# failed connections (not part of `make test`; needs root):
+# make soak [SOAK_MIN=60] [MODE=nftables|iptables] [SERVICES=10000] [ENDPOINTS=10] [OUT=file]
+soak:
+	SOAK_MIN=$(SOAK_MIN) MODE=$(if $(filter file,$(origin MODE)),nftables,$(MODE)) hack/soak.sh
+
 # make demo [MODE=iptables|nftables|userspace] [KEEP=1]
 MODE ?= iptables
+SOAK_MIN ?= 60
 demo: deps build tools
 	SWITCHYARD_DEMO=1 SWITCHYARD_DEMO_MODE=$(MODE) SWITCHYARD_DEMO_KEEP=$(KEEP) SWITCHYARD_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestDemo$$' -v ./e2e/ 2>&1 | grep -v '^=== RUN'

@@ -27,6 +27,12 @@ type EchoResult struct {
 // StartEchoLoop starts the loop from namespace ns; every request has a
 // timeout of 2 s. Stop it with Stop.
 func StartEchoLoop(ns, proto, addr string, every time.Duration) *EchoLoop {
+	return StartEchoLoopTimeout(ns, proto, addr, every, defaultRequestTimeout)
+}
+
+// StartEchoLoopTimeout is StartEchoLoop with another timeout per request
+// (a heavily loaded machine stalls a request for seconds by itself).
+func StartEchoLoopTimeout(ns, proto, addr string, every, timeout time.Duration) *EchoLoop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &EchoLoop{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -35,7 +41,7 @@ func StartEchoLoop(ns, proto, addr string, every time.Duration) *EchoLoop {
 		defer tick.Stop()
 		for {
 			at := time.Now()
-			rctx, rcancel := context.WithTimeout(ctx, defaultRequestTimeout)
+			rctx, rcancel := context.WithTimeout(ctx, timeout)
 			r, err := Echo(rctx, ns, proto, addr)
 			rcancel()
 			if ctx.Err() != nil {
