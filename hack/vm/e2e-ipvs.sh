@@ -76,19 +76,6 @@ tools=$("$ROOT/hack/build-tools.sh" kube-apiserver etcd kubectl 2>"$work/tools.l
 t2=$(now)
 
 # --- control plane on the host's loopback ----------------------------------
-# free_port: a TCP port nothing listens on and not in $taken.
-taken=""
-free_port() {
-	while :; do
-		p=$(($(od -An -N2 -tu2 /dev/urandom) % 20000 + 20000))
-		case " $taken " in *" $p "*) continue ;; esac
-		if ! ss -Hltn "sport = :$p" | grep -q .; then
-			taken="$taken $p"
-			echo "$p"
-			return
-		fi
-	done
-}
 kc=${SWITCHYARD_KUBECONFIG:-}
 if [ -z "$kc" ]; then
 	cluster_run=$work/cluster

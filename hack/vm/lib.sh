@@ -35,3 +35,19 @@ die() {
 	echo "hack/vm: $*" >&2
 	exit 1
 }
+
+# free_port: a random TCP port in 20000-39999 that nothing on the host listens
+# on. Called as $(free_port) it runs in a subshell, so $taken does not keep
+# the ports already handed out; three draws from 20000 rarely collide.
+taken=""
+free_port() {
+	while :; do
+		p=$(($(od -An -N2 -tu2 /dev/urandom) % 20000 + 20000))
+		case " $taken " in *" $p "*) continue ;; esac
+		if ! ss -Hltn "sport = :$p" | grep -q .; then
+			taken="$taken $p"
+			echo "$p"
+			return
+		fi
+	done
+}
