@@ -43,17 +43,7 @@ for n in $SIZES; do
 done
 [ "$largest" -gt 0 ] || die "SIZES is empty"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench-dp-vm.XXXXXX")
-cluster_run=""
-cleanup() {
-	if [ -n "$cluster_run" ]; then
-		RUN_DIR=$cluster_run "$ROOT/hack/local-up.sh" down >/dev/null 2>&1 || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$work/t"
+sy_host_work sy-bench-dp-vm
 
 t0=$(now)
 dir=$("$HERE/fetch-deps.sh")

@@ -45,17 +45,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 now() { date +%s.%N; }
 secs() { echo "$1 $2" | awk '{printf "%.1f", $2 - $1}'; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sy-e2e-ipvs.XXXXXX")
-cluster_run=""
-cleanup() {
-	if [ -n "$cluster_run" ]; then
-		RUN_DIR=$cluster_run "$ROOT/hack/local-up.sh" down >/dev/null 2>&1 || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$work/t"
+sy_host_work sy-e2e-ipvs
 
 t0=$(now)
 dir=$("$HERE/fetch-deps.sh") # stdout is the directory alone; no pipe hides a failure

@@ -51,3 +51,21 @@ free_port() {
 		fi
 	done
 }
+
+# sy_host_work NAME: a scratch directory $work (with $work/t for the guest's
+# binaries) removed at exit, together with the control plane of
+# $cluster_run if the script started one with hack/local-up.sh.
+sy_host_work() {
+	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	cluster_run=""
+	trap sy_host_cleanup EXIT
+	trap 'exit 130' INT TERM
+	mkdir -p "$work/t"
+}
+
+sy_host_cleanup() {
+	if [ -n "$cluster_run" ]; then
+		RUN_DIR=$cluster_run "$ROOT/hack/local-up.sh" down >/dev/null 2>&1 || true
+	fi
+	rm -rf "$work"
+}
