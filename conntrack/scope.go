@@ -91,21 +91,29 @@ func (r *Reconciler) targetedPays(n int) bool {
 // scopeOf is the kernel filters of one family's pass: one per target of
 // the family, or one per protocol the index cleans for a wide pass.
 //
-// IPv6 passes are always wide: on this project's kernels a dump filter
-// naming an IPv6 service address did not return that address's entries
-// (the same filter with an IPv4 address does; the kernel's IPv6 address
-// comparison in ctnetlink's filter is suspected inverted, not confirmed).
-// Seen in the e2e suite: a UDP flow to an IPv6 ClusterIP stayed on its
-// removed endpoint. The userspace filter decides every entry either way.
+// The kernel compares only the protocol and port of an IPv6 target (its
+// IPv6 address comparison is inverted: see ctnetlink.Filter), so an IPv6
+// pass walks once per protocol and port and is sent the entries of every
+// address on that port; the userspace filter decides every entry either
+// way.
 func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Filter {
-	if targets == nil || family == v1.IPv6Protocol {
+	if targets == nil {
 		return wideScope(ix)
 	}
 	var out []ctnetlink.Filter
+	seen := map[flowKey]bool{}
 	for k := range targets {
-		if proxier.FamilyOf(k.addr) == family {
-			out = append(out, ctnetlink.Filter{Proto: k.proto, OrigDst: netip.AddrPortFrom(k.addr, k.port)})
+		if proxier.FamilyOf(k.addr) != family {
+			continue
 		}
+		if family == v1.IPv6Protocol {
+			port := flowKey{proto: k.proto, port: k.port}
+			if seen[port] {
+				continue
+			}
+			seen[port] = true
+		}
+		out = append(out, ctnetlink.Filter{Proto: k.proto, OrigDst: netip.AddrPortFrom(k.addr, k.port)})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -133,24 +134,23 @@ func TestTargetedPays(t *testing.T) {
 	}
 }
 
-// TestIPv6ScopeIsWide: an IPv6 pass never names addresses to the kernel,
-// whose dump filter compares IPv6 addresses inverted; an IPv4 pass for
-// the same targets does.
-func TestIPv6ScopeIsWide(t *testing.T) {
+// TestIPv6ScopeByPort: an IPv6 pass asks the kernel for each protocol and
+// port once (its dump filter cannot compare IPv6 addresses: see
+// ctnetlink.Filter); an IPv4 pass for the same targets names each address.
+func TestIPv6ScopeByPort(t *testing.T) {
 	v4 := addr("10.96.0.11")
-	v6 := addr("fd00:10:96::b")
-	ix := serviceIndex{
-		{proto: protoUDP, addr: v4, port: 123}: nil,
-		{proto: protoUDP, addr: v6, port: 123}: nil,
-	}
+	v6, v6b := addr("fd00:10:96::b"), addr("fd00:10:96::c")
 	targets := keySet{
-		{proto: protoUDP, addr: v4, port: 123}: {},
-		{proto: protoUDP, addr: v6, port: 123}: {},
+		{proto: protoUDP, addr: v4, port: 123}:  {},
+		{proto: protoUDP, addr: v6, port: 123}:  {},
+		{proto: protoUDP, addr: v6b, port: 123}: {},
+		{proto: protoUDP, addr: v6b, port: 53}:  {},
 	}
-	if got, want := scopeStrings(scopeOf(ix, targets, v1.IPv6Protocol)), []string{"17 "}; !slices.Equal(got, want) {
-		t.Errorf("IPv6 scope %q, want %q (protocol only)", got, want)
+	got := scopeStrings(scopeOf(serviceIndex{}, targets, v1.IPv6Protocol))
+	if len(got) != 2 || !strings.HasSuffix(got[0], "]:123") || !strings.HasSuffix(got[1], "]:53") {
+		t.Errorf("IPv6 scope %q, want one filter for UDP 123 and one for UDP 53", got)
 	}
-	if got, want := scopeStrings(scopeOf(ix, targets, v1.IPv4Protocol)), []string{"17 10.96.0.11:123"}; !slices.Equal(got, want) {
+	if got, want := scopeStrings(scopeOf(serviceIndex{}, targets, v1.IPv4Protocol)), []string{"17 10.96.0.11:123"}; !slices.Equal(got, want) {
 		t.Errorf("IPv4 scope %q, want %q", got, want)
 	}
 }

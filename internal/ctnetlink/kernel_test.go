@@ -154,3 +154,64 @@ func TestKernelBatchAndFilteredDump(t *testing.T) {
 		t.Errorf("%d of the deleted entries are still there", got)
 	}
 }
+
+// TestKernelIPv6FilteredDump: a filter naming an IPv6 service address
+// and port sends every entry of that address (the kernel is given the
+// protocol and port only: see Filter), nothing of another port or
+// protocol, and what it sends passes Matches.
+func TestKernelIPv6FilteredDump(t *testing.T) {
+	kerneltest.Require(t)
+	ns := kerneltest.NewNetns(t, "ctnl6")
+	c := openIn(t, ns)
+	svc := netip.MustParseAddrPort("[fd00:10:96::a]:53")
+	other := netip.MustParseAddrPort("[fd00:10:96::b]:53")
+	const n = 4000
+	b := c.NewBatch(unix.AF_INET6, MsgNew)
+	for i := range n {
+		client := netip.AddrPortFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0x10, 0x64, 14: byte(i >> 8), 15: byte(i)}), 40000)
+		ep := netip.AddrPortFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0x10, 0x24, 15: byte(1 + i%4)}), 5353)
+		var orig Tuple
+		switch i % 4 {
+		case 0:
+			orig = Tuple{UDP, client, svc}
+		case 1:
+			orig = Tuple{UDP, client, other}
+		case 2:
+			orig = Tuple{UDP, client, netip.AddrPortFrom(svc.Addr(), 54)}
+		default:
+			orig = Tuple{TCP, client, svc}
+		}
+		reply := Tuple{orig.Proto, ep, client}
+		if err := b.Add(func(buf []byte) []byte { return AppendNew(buf, orig, reply, 600) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if failed, err := b.Errors(); failed > 0 {
+		t.Fatalf("%d creates failed: %v", failed, err)
+	}
+	f := Filter{Proto: UDP, OrigDst: svc}
+	toSvc, sent := 0, 0
+	err := c.Dump(unix.AF_INET6, f, func(attrs []byte) error {
+		orig, reply, err := ParseTuples(attrs)
+		if err != nil {
+			return err
+		}
+		sent++
+		if !f.Matches(orig, reply) {
+			t.Errorf("sent %v / %v, which the filter does not match", orig, reply)
+		}
+		if orig.Dst == svc {
+			toSvc++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toSvc != n/4 || sent != n/2 {
+		t.Errorf("sent %d entries, %d of them to %v; want %d, %d (UDP port 53 of both addresses)", sent, toSvc, svc, n/2, n/4)
+	}
+}

@@ -88,6 +88,15 @@ func familyOf(a netip.Addr) uint8 {
 // port is compared only with its address's field set, and nothing but
 // Proto is compared unless Proto is set (the kernel needs the protocol
 // to read ports).
+//
+// In an IPv6 dump only the protocol and the ports reach the kernel, never
+// the addresses: ctnetlink's filter compares IPv6 addresses inverted
+// (ctnetlink_filter_match_tuple tests `!ipv6_addr_cmp(...)`, true when the
+// addresses are equal, and then skips the entry), so a filter naming an
+// IPv6 address sends every entry but that address's. This is so from the
+// filter's introduction (Linux 5.8) through 6.18 at least. The ports
+// still narrow the dump; the caller decides each entry it is sent, as it
+// must anyway.
 type Filter struct {
 	Proto uint8
 	// OrigDst: the original tuple's destination (a service address).
@@ -127,19 +136,23 @@ func tupleFilter(family, proto uint8, src, dst netip.AddrPort) (uint32, Tuple) {
 		zero = netip.IPv6Unspecified()
 	}
 	t := Tuple{Proto: proto, Src: netip.AddrPortFrom(zero, 0), Dst: netip.AddrPortFrom(zero, 0)}
+	v4 := family != unix.AF_INET6 // IPv6 addresses: see Filter
 	if src.IsValid() {
-		t.Src, flags = src, flags|filterIPSrc
-		if src.Port() != 0 {
-			flags |= filterSrcPort
-		}
+		t.Src = src
+		flags |= pick(v4, filterIPSrc) | pick(src.Port() != 0, filterSrcPort)
 	}
 	if dst.IsValid() {
-		t.Dst, flags = dst, flags|filterIPDst
-		if dst.Port() != 0 {
-			flags |= filterDstPort
-		}
+		t.Dst = dst
+		flags |= pick(v4, filterIPDst) | pick(dst.Port() != 0, filterDstPort)
 	}
 	return flags, t
+}
+
+func pick(ok bool, flag uint32) uint32 {
+	if ok {
+		return flag
+	}
+	return 0
 }
 
 func appendHostUint32(b []byte, typ uint16, v uint32) []byte {
@@ -251,10 +264,16 @@ func parseTuple(b []byte) Tuple {
 }
 
 // Matches tells whether the kernel would send an entry with these tuples
-// through the filter (for fakes and checks; the kernel decides itself).
+// through the filter (for fakes and checks; the kernel decides itself):
+// for an IPv6 entry the ports are compared and the addresses are not (see
+// Filter).
 func (f Filter) Matches(orig, reply Tuple) bool {
+	v4 := orig.Dst.Addr().Unmap().Is4()
 	same := func(want, got netip.AddrPort) bool {
-		return !want.IsValid() || want.Addr().Unmap() == got.Addr().Unmap() && (want.Port() == 0 || want.Port() == got.Port())
+		if !want.IsValid() {
+			return true
+		}
+		return (!v4 || want.Addr().Unmap() == got.Addr().Unmap()) && (want.Port() == 0 || want.Port() == got.Port())
 	}
 	if f.Proto == 0 {
 		return true

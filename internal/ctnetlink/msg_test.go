@@ -39,17 +39,23 @@ func TestParseTuplesRejectsHalfEntries(t *testing.T) {
 func TestFilterLayout(t *testing.T) {
 	svc := netip.MustParseAddrPort("10.96.0.10:53")
 	ep := netip.MustParseAddrPort("172.30.0.1:0")
+	svc6 := netip.MustParseAddrPort("[fd00:10:96::a]:53")
+	ep6 := netip.MustParseAddrPort("[fd00:10:244::1]:0")
 	cases := []struct {
 		name       string
+		family     uint8
 		f          Filter
 		orig, repl uint32
 	}{
-		{"protocol only", Filter{Proto: UDP}, filterProto, 0},
-		{"service address", Filter{Proto: UDP, OrigDst: svc}, filterProto | filterIPDst | filterDstPort, 0},
-		{"endpoint address without port", Filter{Proto: UDP, ReplySrc: ep}, filterProto, filterProto | filterIPSrc},
+		{"protocol only", unix.AF_INET, Filter{Proto: UDP}, filterProto, 0},
+		{"service address", unix.AF_INET, Filter{Proto: UDP, OrigDst: svc}, filterProto | filterIPDst | filterDstPort, 0},
+		{"endpoint address without port", unix.AF_INET, Filter{Proto: UDP, ReplySrc: ep}, filterProto, filterProto | filterIPSrc},
+		// The kernel compares IPv6 addresses inverted: only ports go.
+		{"IPv6 service address", unix.AF_INET6, Filter{Proto: UDP, OrigDst: svc6}, filterProto | filterDstPort, 0},
+		{"IPv6 endpoint address without port", unix.AF_INET6, Filter{Proto: UDP, ReplySrc: ep6}, filterProto, filterProto},
 	}
 	for _, tc := range cases {
-		b := appendFilter(nil, unix.AF_INET, tc.f)
+		b := appendFilter(nil, tc.family, tc.f)
 		var orig, repl uint32
 		var tuples int
 		_ = walkTop(b, func(typ uint16, v []byte) {
