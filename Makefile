@@ -93,9 +93,10 @@ hollow: build
 # kube-proxy side by side (not part of `make test`; raises the machine-wide
 # nf_conntrack_max and nf_conntrack_buckets for the run and restores them):
 # make conntrack-scale [ENTRIES=1000000] [PROXIES="switchyard kube-proxy"] [PATIENCE=5m]
+# [FAMILY=ipv4|ipv6]
 ENTRIES ?= 1000000
 conntrack-scale:
-	ENTRIES=$(ENTRIES) hack/bench/conntrack-scale.sh
+	ENTRIES=$(ENTRIES) FAMILY=$(FAMILY) hack/bench/conntrack-scale.sh
 
 # The apiserver goes away under switchyard and kube-proxy side by side
 # (hack/outage.sh): make outage [OUTAGE_DOWN=120] [OUTAGE_LONG=600]

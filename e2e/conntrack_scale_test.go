@@ -28,6 +28,9 @@ const (
 	ctProxiesEnv = "SWITCHYARD_CONNTRACK_PROXIES"
 	// How long a proxy may take to delete the stale entries (default 5m).
 	ctPatienceEnv = "SWITCHYARD_CONNTRACK_PATIENCE"
+	// "ipv4" (the default) or "ipv6": the family of the whole run (the
+	// node, the Services, the synthetic entries and the real flow).
+	ctFamilyEnv = "SWITCHYARD_CONNTRACK_FAMILY"
 )
 
 // The synthetic services: ctServices ClusterIP services of ctEndpoints
@@ -45,6 +48,7 @@ const (
 // ctRow is one proxy's result.
 type ctRow struct {
 	proxy                    string
+	shape                    framework.Shape
 	entries, stale           int
 	fill, dump, walk, udp    time.Duration
 	cleanup                  time.Duration
@@ -58,12 +62,14 @@ type ctRow struct {
 	liveMoved                time.Duration
 	eventsLost               bool
 	passes                   []string // switchyard's own timing of its passes
+	portDumps                []string // IPv6: what a pass per port is sent
 }
 
 // TestConntrackScale fills a node namespace's conntrack table with
 // SWITCHYARD_CONNTRACK_ENTRIES entries (framework.CTMix: TCP and UDP to
 // 20 synthetic services NATed to their endpoints, and to other
-// addresses), inserted through netlink in bulk, plus one real UDP flow
+// addresses; all IPv4, or all IPv6 with SWITCHYARD_CONNTRACK_FAMILY=ipv6),
+// inserted through netlink in bulk, plus one real UDP flow
 // from the client namespace through a real Service to a real pod. Then
 // it removes UDP endpoints through the API (endpoint 0 of 3 synthetic
 // services, and the pod the real flow goes to) and measures, for each
@@ -79,6 +85,7 @@ func TestConntrackScale(t *testing.T) {
 		t.Skipf("set %s (make conntrack-scale ENTRIES=...) to run", ctEntriesEnv)
 	}
 	checkConntrackMax(t, n)
+	shape := ctShape(t)
 	proxies := strings.Fields(os.Getenv(ctProxiesEnv))
 	if len(proxies) == 0 {
 		proxies = []string{"switchyard", "kube-proxy"}
@@ -94,10 +101,25 @@ func TestConntrackScale(t *testing.T) {
 	var rows []ctRow
 	for _, p := range proxies {
 		t.Run(p, func(t *testing.T) {
-			rows = append(rows, runConntrackScale(t, p, n, patience))
+			rows = append(rows, runConntrackScale(t, p, shape, n, patience))
 		})
 	}
 	reportConntrackScale(t, rows)
+}
+
+// ctShape is the run's shape from SWITCHYARD_CONNTRACK_FAMILY: IPv4-only
+// or IPv6-only (dual is refused: the mix, and so what is measured, is of
+// one family).
+func ctShape(t *testing.T) framework.Shape {
+	v := os.Getenv(ctFamilyEnv)
+	if v == "" {
+		return framework.ShapeIPv4
+	}
+	s, err := framework.ParseShape(v)
+	if err != nil || s == framework.ShapeDual {
+		t.Fatalf("%s=%q: want ipv4 or ipv6", ctFamilyEnv, v)
+	}
+	return s
 }
 
 // checkConntrackMax: nf_conntrack_max is machine-wide and read-only in a
@@ -117,15 +139,15 @@ func checkConntrackMax(t *testing.T, n int) {
 	}
 }
 
-func runConntrackScale(t *testing.T, proxy string, n int, patience time.Duration) ctRow {
-	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 2})
+func runConntrackScale(t *testing.T, proxy string, shape framework.Shape, n int, patience time.Duration) ctRow {
+	env := framework.Setup(t, suite, framework.TopologySpec{Pods: 2, Shape: shape})
 	mix := &framework.CTMix{Entries: n}
 	for s := range ctServices {
 		mix.Services = append(mix.Services, createCTService(t, env, s))
 	}
 	live := env.EchoService(t, "live", env.Topo.Pods...)
 	d := startConntrackProxy(t, env, proxy)
-	row := ctRow{proxy: proxy, entries: n, stalePer: map[int]int{}}
+	row := ctRow{proxy: proxy, shape: shape, entries: n, stalePer: map[int]int{}}
 
 	stream := startLiveStream(t, env, live)
 	defer stream.Stop()
@@ -137,6 +159,9 @@ func runConntrackScale(t *testing.T, proxy string, n int, patience time.Duration
 	}
 	defer watch.Close()
 	fillConntrack(t, env, mix, &row)
+	if mix.Family() == corev1.IPv6Protocol {
+		dumpShrunkPorts(t, env, mix, &row)
+	}
 	waitQuiet(t, d, proxy)
 	watch.Reset()
 
@@ -185,20 +210,38 @@ func runConntrackScale(t *testing.T, proxy string, n int, patience time.Duration
 	return row
 }
 
-// createCTService creates synthetic service s: ports TCP 80 and UDP 53,
+// createCTService creates synthetic service s in the topology's family:
+// ports TCP 80 and UDP framework.CTUDPPort(s) (53 or a port of its own),
 // endpoints that do not exist (framework.CTEndpointIP).
 func createCTService(t *testing.T, env *framework.Env, s int) framework.CTService {
-	svc := env.CreateService(t, framework.NewService(env.Namespace, fmt.Sprintf("ct-%d", s),
+	svc := env.CreateService(t, framework.NewService(env.Namespace, ctServiceName(s),
 		framework.NewServicePort("tcp", corev1.ProtocolTCP, framework.CTTCPPort, framework.CTTCPEndpoint),
-		framework.NewServicePort("udp", corev1.ProtocolUDP, framework.CTUDPPort, framework.CTUDPEndpoint)))
-	out := framework.CTService{IP: netip.MustParseAddr(svc.Spec.ClusterIP)}
-	for e := range ctEndpoints {
-		out.Endpoints = append(out.Endpoints, framework.CTEndpointIP(s, e))
+		framework.NewServicePort("udp", corev1.ProtocolUDP, int32(framework.CTUDPPort(s)), framework.CTUDPEndpoint)))
+	f := ctFamily(env)
+	ip, err := netip.ParseAddr(framework.ClusterIPOf(svc, f))
+	if err != nil {
+		t.Fatalf("service %s has no %s cluster IP: %v", svc.Name, f, svc.Spec.ClusterIPs)
 	}
-	slice := framework.NewEndpointSlice(svc, "1", ctEndpointPorts(), ctEndpointsFrom(env, s, 0)...)
-	env.CreateEndpointSlice(t, slice)
+	out := framework.CTService{IP: ip}
+	for e := range ctEndpoints {
+		out.Endpoints = append(out.Endpoints, framework.CTEndpointIP(f, s, e))
+	}
+	env.CreateFamilySlices(t, svc, "1", ctEndpointPorts(), func(corev1.IPFamily) []discoveryv1.Endpoint {
+		return ctEndpointsFrom(env, s, 0)
+	})
 	return out
 }
+
+func ctServiceName(s int) string { return fmt.Sprintf("ct-%d", s) }
+
+// ctSliceName names synthetic service s's EndpointSlice (as
+// CreateFamilySlices did).
+func ctSliceName(env *framework.Env, s int) string {
+	return env.SliceName(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ctServiceName(s)}}, "1", ctFamily(env))
+}
+
+// ctFamily is the run's one family.
+func ctFamily(env *framework.Env) corev1.IPFamily { return env.Topo.Families()[0] }
 
 func ctEndpointPorts() []discoveryv1.EndpointPort {
 	return []discoveryv1.EndpointPort{
@@ -211,7 +254,7 @@ func ctEndpointPorts() []discoveryv1.EndpointPort {
 func ctEndpointsFrom(env *framework.Env, s, first int) []discoveryv1.Endpoint {
 	var eps []discoveryv1.Endpoint
 	for e := first; e < ctEndpoints; e++ {
-		eps = append(eps, framework.ReadyEndpoint(framework.CTEndpointIP(s, e).String(), env.Topo.NodeName))
+		eps = append(eps, framework.ReadyEndpoint(framework.CTEndpointIP(ctFamily(env), s, e).String(), env.Topo.NodeName))
 	}
 	return eps
 }
@@ -219,7 +262,7 @@ func ctEndpointsFrom(env *framework.Env, s, first int) []discoveryv1.Endpoint {
 // setCTEndpoints makes endpoints first.. the endpoints of service s.
 func setCTEndpoints(t *testing.T, env *framework.Env, s, first int) {
 	slices := suite.Cluster.Client.DiscoveryV1().EndpointSlices(env.Namespace)
-	sl, err := slices.Get(t.Context(), fmt.Sprintf("ct-%d-1", s), metav1.GetOptions{})
+	sl, err := slices.Get(t.Context(), ctSliceName(env, s), metav1.GetOptions{})
 	if err != nil {
 		t.Error(err)
 		return
@@ -233,12 +276,12 @@ func setCTEndpoints(t *testing.T, env *framework.Env, s, first int) {
 
 func setLiveEndpoint(t *testing.T, env *framework.Env, svc *corev1.Service, pod framework.Pod) {
 	slices := suite.Cluster.Client.DiscoveryV1().EndpointSlices(env.Namespace)
-	sl, err := slices.Get(t.Context(), env.SliceName(svc, "1", corev1.IPv4Protocol), metav1.GetOptions{})
+	sl, err := slices.Get(t.Context(), env.SliceName(svc, "1", ctFamily(env)), metav1.GetOptions{})
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	sl.Endpoints = framework.PodEndpointsOf(corev1.IPv4Protocol, env.Topo.NodeName, pod)
+	sl.Endpoints = framework.PodEndpointsOf(ctFamily(env), env.Topo.NodeName, pod)
 	framework.SetTriggerTime(sl, time.Now())
 	if _, err := slices.Update(t.Context(), sl, metav1.UpdateOptions{}); err != nil {
 		t.Error(err)
@@ -264,7 +307,7 @@ func startConntrackProxy(t *testing.T, env *framework.Env, proxy string) *framew
 // startLiveStream sends a request every 50 ms from one UDP socket of the
 // client namespace to the live Service, until answers come.
 func startLiveStream(t *testing.T, env *framework.Env, svc *corev1.Service) *framework.EchoStream {
-	addr := hostPort(svc.Spec.ClusterIP, 80)
+	addr := hostPort(framework.ClusterIPOf(svc, ctFamily(env)), 80)
 	s, err := framework.StartEchoStream(env.Topo.ClientNS, "udp", addr, ctSample, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -323,8 +366,8 @@ func liveMoved(t *testing.T, s *framework.EchoStream, t0 time.Time, dead, alive 
 
 // fillConntrack inserts the mix and checks, with a full dump, that every
 // entry is there; it times the fill, the dump and two kernel-filtered
-// dumps: one matching nothing (the kernel's walk of the table alone) and
-// one of the UDP entries.
+// dumps: one matching nothing (the kernel's walk of the table alone: UDP
+// to port 1, which no entry has) and one of the UDP entries.
 func fillConntrack(t *testing.T, env *framework.Env, mix *framework.CTMix, row *ctRow) {
 	start := time.Now()
 	failed, err := framework.FillConntrack(env.Topo.NodeNS, mix, ctLife)
@@ -347,6 +390,9 @@ func fillConntrack(t *testing.T, env *framework.Env, mix *framework.CTMix, row *
 		}
 	}
 	none := ctnetlink.Filter{Proto: ctnetlink.UDP, OrigDst: netip.MustParseAddrPort("0.0.0.1:1")}
+	if mix.Family() == corev1.IPv6Protocol {
+		none.OrigDst = netip.MustParseAddrPort("[::1]:1") // the kernel compares the port alone
+	}
 	start = time.Now()
 	if _, _, err := framework.ScanConntrack(env.Topo.NodeNS, mix, none); err != nil {
 		t.Fatal(err)
@@ -360,6 +406,41 @@ func fillConntrack(t *testing.T, env *framework.Env, mix *framework.CTMix, row *
 	t.Logf("%d entries in %v (%.0f/s), %d others; full dump %v, UDP only %v, kernel walk alone %v",
 		mix.Entries, row.fill.Round(time.Millisecond), float64(mix.Entries)/row.fill.Seconds(), foreign,
 		row.dump.Round(time.Millisecond), row.udp.Round(time.Millisecond), row.walk.Round(time.Millisecond))
+}
+
+// dumpShrunkPorts makes, before the measurement, the kernel-filtered
+// dumps a targeted IPv6 pass for the shrunk services makes (one per UDP
+// port, the kernel comparing no address) and records what each was sent:
+// every synthetic service's entries on the port, where an IPv4 pass is
+// sent one address's.
+func dumpShrunkPorts(t *testing.T, env *framework.Env, mix *framework.CTMix, row *ctRow) {
+	seen := map[uint16]bool{}
+	for s := range ctShrunk {
+		port := framework.CTUDPPort(s)
+		if seen[port] {
+			continue
+		}
+		seen[port] = true
+		f := ctnetlink.Filter{Proto: ctnetlink.UDP, OrigDst: netip.AddrPortFrom(mix.Services[s].IP, port)}
+		start := time.Now()
+		present, foreign, err := framework.ScanConntrack(env.Topo.NodeNS, mix, f)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent, own := 0, 0
+		for i := range mix.Entries {
+			if !present.Has(i) {
+				continue
+			}
+			sent++
+			if c, svc, _ := mix.Where(i); c == framework.CTUDPService && svc == s {
+				own++
+			}
+		}
+		row.portDumps = append(row.portDumps, fmt.Sprintf("UDP/%d: %d entries in %s (%d of %s, %d others of the mix, %d not of the mix)",
+			port, sent+foreign, secs(took), own, ctServiceName(s), sent-own, foreign))
+	}
 }
 
 // waitQuiet waits (up to a minute) until the proxy used no CPU for a
@@ -536,6 +617,9 @@ func verifyAfter(t *testing.T, env *framework.Env, mix *framework.CTMix, stale f
 
 func reportConntrackScale(t *testing.T, rows []ctRow) {
 	var b strings.Builder
+	if len(rows) > 0 && rows[0].shape == framework.ShapeIPv6 {
+		fmt.Fprintf(&b, "\nIPv6-only node, Services, synthetic entries and real flow (%s=ipv6)\n", ctFamilyEnv)
+	}
 	fmt.Fprintf(&b, "\n| proxy | entries | stale | cleanup | first endpoint clean | peak RSS during cleanup | RSS before | CPU during cleanup | wrongly deleted | stale left | live UDP flow moved after |\n")
 	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
@@ -551,6 +635,12 @@ func reportConntrackScale(t *testing.T, rows []ctRow) {
 			fmt.Fprintf(&b, "\n%s's own pass times: %s", r.proxy, strings.Join(r.passes, ", "))
 		}
 	}
+	for _, r := range rows {
+		if len(r.portDumps) > 0 {
+			fmt.Fprintf(&b, "\n%s's table, what a dump per port of the shrunk services is sent (IPv6: the kernel compares no address): %s",
+				r.proxy, strings.Join(r.portDumps, "; "))
+		}
+	}
 	fmt.Fprintf(&b, "\n\n| node namespace of | fill | harness's full dump | UDP-only dump (kernel filter) | kernel walk matching nothing |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s (%.0f/s) | %s | %s | %s |\n", r.proxy, secs(r.fill), float64(r.entries)/r.fill.Seconds(),
@@ -561,8 +651,12 @@ func reportConntrackScale(t *testing.T, rows []ctRow) {
 		if !r.done {
 			cleanup = -1
 		}
-		fmt.Fprintf(&b, "conntrack: proxy=%s entries=%d cleanup_s=%.2f peak_rss_mb=%d wrongly_deleted=%d cpu_s=%.2f\n",
-			r.proxy, r.entries, cleanup, r.peakRSS>>20, r.wronglyDeleted, r.cpu.Seconds())
+		family := "" // IPv4 lines are as they were before IPv6 runs
+		if r.shape == framework.ShapeIPv6 {
+			family = " family=ipv6"
+		}
+		fmt.Fprintf(&b, "conntrack: proxy=%s%s entries=%d cleanup_s=%.2f peak_rss_mb=%d wrongly_deleted=%d cpu_s=%.2f\n",
+			r.proxy, family, r.entries, cleanup, r.peakRSS>>20, r.wronglyDeleted, r.cpu.Seconds())
 	}
 	t.Log(b.String())
 	fmt.Print(b.String())

@@ -34,7 +34,7 @@ func FillConntrack(ns string, m *CTMix, timeout time.Duration) (map[string]int, 
 		return nil, err
 	}
 	defer c.Close()
-	b := c.NewBatch(unix.AF_INET, ctnetlink.MsgNew)
+	b := c.NewBatch(m.af(), ctnetlink.MsgNew)
 	secs := uint32(timeout / time.Second)
 	for i := range m.Entries {
 		o, r := m.Entry(i)
@@ -52,6 +52,14 @@ func FillConntrack(ns string, m *CTMix, timeout time.Duration) (map[string]int, 
 	return failed, nil
 }
 
+// af is the mix's netlink address family.
+func (m *CTMix) af() uint8 {
+	if m.is6() {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
 // CTBits is a set of mix entries.
 type CTBits []uint64
 
@@ -64,10 +72,14 @@ func (b CTBits) Set(i int) { b[i/64] |= 1 << (i % 64) }
 // Has tells whether i is in the set.
 func (b CTBits) Has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
-// ScanConntrack streams the namespace's IPv4 table, narrowed by f in the
-// kernel, and returns the mix entries present and how many entries were
+// ScanConntrack streams the entries of the mix's family in the namespace's
+// table, narrowed by f in the kernel (for IPv6 by protocol and ports
+// alone: see ctnetlink.Filter), and returns the mix entries present and how many entries were
 // not of the mix.
 func ScanConntrack(ns string, m *CTMix, f ctnetlink.Filter) (CTBits, int, error) {
+	if err := m.Validate(); err != nil {
+		return nil, 0, err
+	}
 	c, err := openConntrack(ns)
 	if err != nil {
 		return nil, 0, err
@@ -75,7 +87,7 @@ func ScanConntrack(ns string, m *CTMix, f ctnetlink.Filter) (CTBits, int, error)
 	defer c.Close()
 	present := NewCTBits(m.Entries)
 	foreign := 0
-	err = c.Dump(unix.AF_INET, f, func(attrs []byte) error {
+	err = c.Dump(m.af(), f, func(attrs []byte) error {
 		o, r, err := ctnetlink.ParseTuples(attrs)
 		if err != nil {
 			return err
@@ -114,6 +126,9 @@ type CTDestroyed struct {
 // before the entries are created (only entries created while a listener
 // exists carry events, with nf_conntrack_events at its default 2).
 func WatchConntrack(ns string, m *CTMix) (*CTWatch, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
 	c, err := openConntrack(ns)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,8 @@
 #
 # Knobs (environment): ENTRIES (1000000), PROXIES ("switchyard
 # kube-proxy"), PATIENCE (5m: how long a proxy may take to delete the
-# stale entries).
+# stale entries), FAMILY (ipv4, or ipv6: an IPv6-only node, Services,
+# synthetic entries and real flow; its result lines carry family=ipv6).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -24,6 +25,14 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 entries=${ENTRIES:-1000000}
+family=${FAMILY:-ipv4}
+case "$family" in
+ipv4 | ipv6) ;;
+*)
+  echo "conntrack-scale: FAMILY=$family: want ipv4 or ipv6" >&2
+  exit 1
+  ;;
+esac
 tmp=$(mktemp -d)
 max=/proc/sys/net/netfilter/nf_conntrack_max
 buckets=/proc/sys/net/netfilter/nf_conntrack_buckets
@@ -53,7 +62,7 @@ if [ "$old_buckets" -lt "$need_buckets" ]; then
   echo "conntrack-scale: raising net.netfilter.nf_conntrack_buckets from $old_buckets to $need_buckets for the run"
   echo "$need_buckets" >"$buckets"
 fi
-env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_CONNTRACK_ENTRIES="$entries" \
+env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_CONNTRACK_ENTRIES="$entries" SWITCHYARD_CONNTRACK_FAMILY="$family" \
   ${PROXIES:+SWITCHYARD_CONNTRACK_PROXIES="$PROXIES"} ${PATIENCE:+SWITCHYARD_CONNTRACK_PATIENCE="$PATIENCE"} \
   $GO test -tags e2e -count=1 -p 1 -timeout 120m -v -run '^TestConntrackScale$' ./e2e/ |
   grep -vE '^=== (RUN|PAUSE|CONT)'
