@@ -438,8 +438,12 @@ func dumpShrunkPorts(t *testing.T, env *framework.Env, mix *framework.CTMix, row
 				own++
 			}
 		}
-		row.portDumps = append(row.portDumps, fmt.Sprintf("UDP/%d: %d entries in %s (%d of %s, %d others of the mix, %d not of the mix)",
-			port, sent+foreign, secs(took), own, ctServiceName(s), sent-own, foreign))
+		line := fmt.Sprintf("UDP/%d %d sent in %s (%d of %s, %d of other Services on the port", port, sent+foreign, secs(took),
+			own, ctServiceName(s), sent-own)
+		if foreign > 0 {
+			line += fmt.Sprintf(", %d not of the mix", foreign)
+		}
+		row.portDumps = append(row.portDumps, line+")")
 	}
 }
 
@@ -637,7 +641,7 @@ func reportConntrackScale(t *testing.T, rows []ctRow) {
 	}
 	for _, r := range rows {
 		if len(r.portDumps) > 0 {
-			fmt.Fprintf(&b, "\n%s's table, what a dump per port of the shrunk services is sent (IPv6: the kernel compares no address): %s",
+			fmt.Fprintf(&b, "\n%s's table, a dump per UDP port of the shrunk Services (an IPv6 pass's kernel filter): %s",
 				r.proxy, strings.Join(r.portDumps, "; "))
 		}
 	}
