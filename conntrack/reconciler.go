@@ -191,7 +191,8 @@ func (r *Reconciler) run(j *job) (int, error) {
 }
 
 // logPass logs a pass: its deletes, time and scope ("wide", or how many
-// service addresses a targeted pass looked at).
+// kernel dumps a targeted pass made: one per IPv4 service address and
+// port, one per IPv6 protocol and port).
 func logPass(deleted int, elapsed time.Duration, j *job) {
 	level := klog.Level(4)
 	if deleted > 0 {
@@ -203,7 +204,7 @@ func logPass(deleted int, elapsed time.Duration, j *job) {
 		for _, fp := range j.families {
 			n += len(fp.scope)
 		}
-		scope = fmt.Sprintf("%d addresses", n)
+		scope = fmt.Sprintf("%d dumps", n)
 	}
 	klog.V(level).InfoS("Cleaned conntrack entries", "deleted", deleted, "elapsed", elapsed, "scope", scope)
 }

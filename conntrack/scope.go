@@ -69,10 +69,26 @@ func (r *Reconciler) targets(st *proxier.State, diff *proxier.Diff, gone keySet,
 	for _, sp := range diff.Deleted {
 		add(sp)
 	}
-	if !r.targetedPays(len(keys)) {
+	if !r.targetedPays(walksOf(keys)) {
 		return nil
 	}
 	return keys
+}
+
+// walksOf is how many kernel dumps a targeted pass over keys makes: one
+// per IPv4 address and port, one per protocol and port for IPv6 (see
+// scopeOf).
+func walksOf(keys keySet) int {
+	n, v6 := 0, map[flowKey]bool{}
+	for k := range keys {
+		if proxier.FamilyOf(k.addr) != v1.IPv6Protocol {
+			n++
+		} else if port := (flowKey{proto: k.proto, port: k.port}); !v6[port] {
+			v6[port] = true
+			n++
+		}
+	}
+	return n
 }
 
 // targetedPays tells whether n walks cost less than a wide pass.

@@ -154,3 +154,18 @@ func TestIPv6ScopeByPort(t *testing.T) {
 		t.Errorf("IPv4 scope %q, want %q", got, want)
 	}
 }
+
+// TestWalksOfCountsIPv6ByPort: the cost a targeted pass is judged by is
+// its kernel dumps, and IPv6 targets on one protocol and port share one.
+func TestWalksOfCountsIPv6ByPort(t *testing.T) {
+	keys := keySet{
+		{proto: protoUDP, addr: addr("10.96.0.10"), port: 53}:    {},
+		{proto: protoUDP, addr: addr("10.96.0.11"), port: 53}:    {},
+		{proto: protoUDP, addr: addr("fd00:10:96::a"), port: 53}: {},
+		{proto: protoUDP, addr: addr("fd00:10:96::b"), port: 53}: {},
+		{proto: protoUDP, addr: addr("fd00:10:96::c"), port: 54}: {},
+	}
+	if got := walksOf(keys); got != 4 {
+		t.Errorf("walksOf = %d, want 4 (two IPv4 addresses, two IPv6 ports)", got)
+	}
+}
