@@ -60,8 +60,9 @@ bench:
 	hack/bench.sh
 
 # What each mode costs traffic through a Service at N Services, beside the
-# direct path and kube-proxy (not part of `make test`):
-# make bench-dataplane [SIZES="1000 10000 44000"] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
+# direct path and kube-proxy (not part of `make test`), in IPv4-only or
+# (FAMILY=ipv6) IPv6-only topologies with single-stack Services:
+# make bench-dataplane [SIZES="1000 10000 44000"] [FAMILY=ipv4|ipv6] [DURATION=3s] [ROUNDS=3] [SKIP=...] [SYNC_WAIT=10m]
 bench-dataplane:
 	hack/bench/dataplane.sh
 

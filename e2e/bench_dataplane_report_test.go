@@ -100,7 +100,7 @@ func dpReport(t *testing.T, cfg dpConfig, n int, samples []dpSample) {
 	if cfg.envLabel != "" {
 		where = ", " + cfg.envLabel
 	}
-	fmt.Fprintf(&b, "\n%d Services (medians of %d rounds of %s; ratio to direct in brackets%s)\n", n, cfg.rounds, cfg.duration, where)
+	fmt.Fprintf(&b, "\n%d Services, family=%s (medians of %d rounds of %s; ratio to direct in brackets%s)\n", n, cfg.shape, cfg.rounds, cfg.duration, where)
 	b.WriteString("| path | via | short TCP conn/s | kernel µs/conn | connect p50 / p99 µs (1 client) | stream Gbit/s | UDP req/s | spread |\n|---|---|---|---|---|---|---|---|\n")
 	rows := map[[3]string]bool{}
 	for _, k := range keys {
@@ -112,7 +112,7 @@ func dpReport(t *testing.T, cfg dpConfig, n int, samples []dpSample) {
 		b.WriteString(dpRow(figs, k))
 	}
 	for _, k := range keys {
-		b.WriteString(dpLines(figs, k, cfg.envField()))
+		b.WriteString(dpLines(figs, k, cfg.familyField()+cfg.envField()))
 	}
 	b.WriteString(dpProxyRatios(figs, n, cfg))
 	fmt.Fprint(cfg.out, b.String())
@@ -171,18 +171,18 @@ func dpRow(figs map[dpKey]dpFigure, k dpKey) string {
 
 func dpWith(k dpKey, w string) dpKey { k.workload = w; return k }
 
-// dpLines are the machine-readable lines of one series; env is appended to
-// each (" env=vm-tcg", or "" on the host).
-func dpLines(figs map[dpKey]dpFigure, k dpKey, env string) string {
+// dpLines are the machine-readable lines of one series; tags is appended
+// to each (" family=ipv4", then " env=vm-tcg" in the VM).
+func dpLines(figs map[dpKey]dpFigure, k dpKey, tags string) string {
 	f := figs[k]
 	if f.rounds == 0 {
-		return fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s workload=%s value=failed rounds_failed=%d%s\n", k.n, k.mode, k.proxy, k.via, k.workload, f.failed, env)
+		return fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s workload=%s value=failed rounds_failed=%d%s\n", k.n, k.mode, k.proxy, k.via, k.workload, f.failed, tags)
 	}
 	d := figs[dpDirect(k)]
 	head := fmt.Sprintf("dataplane: n=%d path=%s proxy=%s via=%s", k.n, k.mode, k.proxy, k.via)
 	if k.workload == "latency" {
 		return fmt.Sprintf("%s workload=connect-p50 value=%.0f unit=us ratio_direct=%.2f%s\n%s workload=connect-p99 value=%.0f unit=us ratio_direct=%.2f%s\n",
-			head, f.p50, ratio(f.p50, d.p50), env, head, f.p99, ratio(f.p99, d.p99), env)
+			head, f.p50, ratio(f.p50, d.p50), tags, head, f.p99, ratio(f.p99, d.p99), tags)
 	}
 	u := dpUnits[k.workload]
 	cpu := "kernel_us_per_conn"
@@ -193,13 +193,15 @@ func dpLines(figs map[dpKey]dpFigure, k dpKey, env string) string {
 		cpu = "kernel_us_per_req"
 	}
 	return fmt.Sprintf("%s workload=%s value=%.4g unit=%s ratio_direct=%.2f %s=%.1f busy_us_per_op=%.1f spread=%.2f rounds=%d%s\n",
-		head, u.name, f.rate*u.scale, u.unit, ratio(f.rate, d.rate), cpu, f.kernel, f.busy, f.spread, f.rounds, env)
+		head, u.name, f.rate*u.scale, u.unit, ratio(f.rate, d.rate), cpu, f.kernel, f.busy, f.spread, f.rounds, tags)
 }
 
 // dpProxyRatios are switchyard / kube-proxy per mode, via and workload
-// (switchyard's iptables mode on iptables-nft, as kube-proxy's).
+// (switchyard's iptables mode on iptables-nft, as kube-proxy's), tagged
+// as dpLines are.
 func dpProxyRatios(figs map[dpKey]dpFigure, n int, cfg dpConfig) string {
 	var b strings.Builder
+	tags := cfg.familyField() + cfg.envField()
 	for _, mode := range []string{"iptables", "nftables"} {
 		for _, via := range cfg.vias {
 			for _, w := range cfg.workloads {
@@ -209,11 +211,11 @@ func dpProxyRatios(figs map[dpKey]dpFigure, n int, cfg dpConfig) string {
 					continue
 				}
 				if w == "latency" {
-					fmt.Fprintf(&b, "dataplane: n=%d mode=%s via=%s workload=connect-p50 switchyard=%.0f kube-proxy=%.0f ratio=%.2f\n", n, mode, via, sy.p50, kp.p50, ratio(sy.p50, kp.p50))
+					fmt.Fprintf(&b, "dataplane: n=%d mode=%s via=%s workload=connect-p50 switchyard=%.0f kube-proxy=%.0f ratio=%.2f%s\n", n, mode, via, sy.p50, kp.p50, ratio(sy.p50, kp.p50), tags)
 					continue
 				}
 				u := dpUnits[w]
-				fmt.Fprintf(&b, "dataplane: n=%d mode=%s via=%s workload=%s switchyard=%.4g kube-proxy=%.4g ratio=%.2f\n", n, mode, via, u.name, sy.rate*u.scale, kp.rate*u.scale, ratio(sy.rate, kp.rate))
+				fmt.Fprintf(&b, "dataplane: n=%d mode=%s via=%s workload=%s switchyard=%.4g kube-proxy=%.4g ratio=%.2f%s\n", n, mode, via, u.name, sy.rate*u.scale, kp.rate*u.scale, ratio(sy.rate, kp.rate), tags)
 			}
 		}
 	}
@@ -256,8 +258,9 @@ func dpSummary(t *testing.T, cfg dpConfig, sizes []int, samples []dpSample) {
 	if cfg.envLabel != "" {
 		// Where absolute figures mean little (the VM), the trend in N
 		// is the point: each path's short-connection ratio to direct.
-		line += " short_tcp_ratio_direct=" + dpShortTrend(figs, cfg, sizes) + cfg.envField()
+		line += " short_tcp_ratio_direct=" + dpShortTrend(figs, cfg, sizes)
 	}
+	line += cfg.familyField() + cfg.envField()
 	fmt.Fprintln(cfg.out, line)
 }
 

@@ -6,8 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,6 +127,47 @@ func dpTarget(p *dpPath, shared *corev1.Service, via, workload string) (string, 
 	return ns, []string{hostPort(topo.NodeIP, nodePortOf(shared, portName))}
 }
 
+// dpIptablesBin is the iptables binary that lists an iptables mode's rules
+// of the run's family.
+func dpIptablesBin(mode string, v6 bool) string {
+	bin := "iptables"
+	if v6 {
+		bin = "ip6tables"
+	}
+	if mode == "iptables-legacy" {
+		return bin + "-legacy"
+	}
+	return bin + "-nft"
+}
+
+// dpRulePosition is the index in rules (`iptables -S CHAIN`, rules[0] the
+// chain's -N line) of the first rule that matches destination ip (a /32,
+// or a /128 for IPv6, as iptables -S prints it) and port; 0 if none does.
+func dpRulePosition(rules []string, ip string, port int) int {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return 0
+	}
+	dst := netip.PrefixFrom(a, a.BitLen()).String()
+	for i, r := range rules {
+		f := strings.Fields(r)
+		if slices.Contains(f, dst) && hasPair(f, "--dport", strconv.Itoa(port)) {
+			return i
+		}
+	}
+	return 0
+}
+
+// hasPair tells whether fields holds name immediately followed by value.
+func hasPair(fields []string, name, value string) bool {
+	for i := 0; i+1 < len(fields); i++ {
+		if fields[i] == name && fields[i+1] == value {
+			return true
+		}
+	}
+	return false
+}
+
 func nodePortOf(svc *corev1.Service, name string) int32 {
 	for _, sp := range svc.Spec.Ports {
 		if sp.Name == name {
@@ -137,34 +179,29 @@ func nodePortOf(svc *corev1.Service, name string) int32 {
 
 // dpKernelNote says how many Services the path's kernel holds and, for
 // the iptables modes, where the measured ClusterIP's rule is in
-// KUBE-SERVICES (the first packet of a connection walks that chain).
+// KUBE-SERVICES (the first packet of a connection walks that chain), in the
+// run's family: nft's ip or ip6 table, iptables or ip6tables.
 func dpKernelNote(t *testing.T, p *dpPath, shared *corev1.Service) string {
 	t.Helper()
 	ns := p.env.Topo.NodeNS
+	v6 := p.env.Topo.Shape == framework.ShapeIPv6
 	switch p.mode {
 	case "nftables":
-		out, err := framework.RunIn(t.Context(), ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
+		table := "ip"
+		if v6 {
+			table = "ip6"
+		}
+		out, err := framework.RunIn(t.Context(), ns, "nft", "list", "map", table, "kube-proxy", "service-ips")
 		if err != nil { // no nft in the VM's image
 			return fmt.Sprintf("nft list map: %v", err)
 		}
 		return fmt.Sprintf("service-ips holds %d elements", strings.Count(out, "goto "))
 	case "iptables", "iptables-legacy":
-		bin := "iptables-nft"
-		if p.mode == "iptables-legacy" {
-			bin = "iptables-legacy"
-		}
+		bin := dpIptablesBin(p.mode, v6)
 		out, _ := framework.RunIn(t.Context(), ns, bin, "-t", "nat", "-S", "KUBE-SERVICES")
 		rules := strings.Split(strings.TrimSpace(out), "\n")
-		want := net.JoinHostPort(shared.Spec.ClusterIP, "") // "10.96.x.y:"
-		want = strings.TrimSuffix(want, ":") + "/32"
-		pos := 0
-		for i, r := range rules {
-			if strings.Contains(r, want) && strings.Contains(r, "--dport 80") {
-				pos = i
-				break
-			}
-		}
-		return fmt.Sprintf("KUBE-SERVICES has %d rules; %s's ClusterIP rule is rule %d", len(rules)-1, shared.Name, pos)
+		pos := dpRulePosition(rules, shared.Spec.ClusterIP, dpSvcRR)
+		return fmt.Sprintf("KUBE-SERVICES (%s) has %d rules; %s's ClusterIP rule is rule %d", bin, len(rules)-1, shared.Name, pos)
 	case "ipvs":
 		out, err := framework.RunIn(t.Context(), ns, "ipvsadm", "-Ln")
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +39,10 @@ const (
 	dpOutEnv       = "SWITCHYARD_BENCH_DP_OUT"       // file for the tables and result lines
 	dpSkipEnv      = "SWITCHYARD_BENCH_DP_SKIP"      // "PROXY:MODE@N ...": paths not run at those N
 	dpSyncWaitEnv  = "SWITCHYARD_BENCH_DP_SYNC_WAIT" // bound of a proxy's first sync, scaleTimeBox
+	// "ipv4" (default) or "ipv6": the family of every topology, of the
+	// measured and eTP=Local Services (single-stack) and of the
+	// background; every table and result line says it (family=...).
+	dpFamilyEnv = "SWITCHYARD_BENCH_DP_FAMILY"
 	// Where the run happens, added to every result line as env=LABEL
 	// (hack/vm/bench-dataplane-vm.sh: "vm-tcg"); the result line is then
 	// "dataplane-vm-result:" when LABEL starts with "vm", so a VM's figures
@@ -87,13 +92,14 @@ func TestBenchDataplane(t *testing.T) {
 		t.Skipf("set %s (e.g. \"1000 10000\") to run", dpSizesEnv)
 	}
 	cfg := dpConfigFromEnv(t)
+	dpRequireFamily(t, cfg.shape)
 	paths := dpSetupPaths(t, cfg)
 	for _, p := range paths {
 		if p.proxy != "none" {
 			p.local = dpLocalService(t, p.env)
 		}
 	}
-	bg := dpNewBackground(t, paths[0].env, sizes[len(sizes)-1])
+	bg := dpNewBackground(t, paths[0].env, cfg.shape, sizes[len(sizes)-1])
 	var all []dpSample
 	for _, n := range sizes {
 		locals := 0
@@ -141,7 +147,8 @@ type dpConfig struct {
 	out       io.Writer
 	skip      map[string]bool // "PROXY:MODE@N" (direct: "none:direct@N")
 	syncWait  time.Duration
-	envLabel  string // dpEnvLabelEnv; "" on the host
+	envLabel  string          // dpEnvLabelEnv; "" on the host
+	shape     framework.Shape // dpFamilyEnv: ShapeIPv4 or ShapeIPv6
 }
 
 // resultName is the name of the run's one result line.
@@ -159,6 +166,9 @@ func (c dpConfig) envField() string {
 	}
 	return " env=" + c.envLabel
 }
+
+// familyField is " family=ipv4" or " family=ipv6", on every line.
+func (c dpConfig) familyField() string { return " family=" + string(c.shape) }
 
 func dpConfigFromEnv(t *testing.T) dpConfig {
 	t.Helper()
@@ -186,6 +196,7 @@ func dpConfigFromEnv(t *testing.T) dpConfig {
 		c.syncWait = d
 	}
 	c.envLabel = strings.Join(strings.Fields(os.Getenv(dpEnvLabelEnv)), "-")
+	c.shape = dpShapeFromEnv(t)
 	c.bin = os.Getenv(dpBinEnv)
 	if c.bin == "" {
 		c.bin = filepath.Join(t.TempDir(), "dataplane")
@@ -205,6 +216,37 @@ func dpConfigFromEnv(t *testing.T) dpConfig {
 		c.out = io.MultiWriter(os.Stdout, w)
 	}
 	return c
+}
+
+// dpShapeFromEnv is the run's family: ipv4 (unset) or ipv6. A dual-stack
+// Service has two ClusterIPs and a slice per family, so "dual" would
+// measure one family's path with the other's rules beside it: refused.
+func dpShapeFromEnv(t *testing.T) framework.Shape {
+	t.Helper()
+	v := envOr(dpFamilyEnv, string(framework.ShapeIPv4))
+	s, err := framework.ParseShape(v)
+	if err != nil || s == framework.ShapeDual {
+		t.Fatalf("%s=%q: want ipv4 or ipv6", dpFamilyEnv, v)
+	}
+	return s
+}
+
+// dpRequireFamily fails (a benchmark that skips would look like one that
+// ran) unless the apiserver can allocate ClusterIPs of the shape's family:
+// the suite's own control plane can (framework.DefaultServiceCIDRs), a
+// reused one may not.
+func dpRequireFamily(t *testing.T, shape framework.Shape) {
+	t.Helper()
+	fams, err := framework.ServiceFamilies(t.Context(), suite.Cluster.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range shape.Families() {
+		if !slices.Contains(fams, f) {
+			t.Fatalf("%s=%s: the apiserver's service range has %v, no %s (it needs --service-cluster-ip-range=%s)",
+				dpFamilyEnv, shape, fams, f, framework.DefaultServiceCIDRs)
+		}
+	}
 }
 
 func envOr(name, def string) string {
@@ -227,8 +269,9 @@ func envInts(t *testing.T, name string) []int {
 	return out
 }
 
-// dpSetupPaths builds a topology per path (3 pods: pod0 the client pod,
-// pod1 and pod2 the servers, pinned to the other CPU than the clients).
+// dpSetupPaths builds a topology per path of the run's family (3 pods: pod0
+// the client pod, pod1 and pod2 the servers, pinned to the other CPU than
+// the clients).
 func dpSetupPaths(t *testing.T, cfg dpConfig) []*dpPath {
 	t.Helper()
 	var paths []*dpPath
@@ -240,12 +283,13 @@ func dpSetupPaths(t *testing.T, cfg dpConfig) []*dpPath {
 				t.Fatalf("%s: %q: want direct or PROXY:MODE", dpPathsEnv, spec)
 			}
 		}
-		p.env = framework.Setup(t, suite, framework.TopologySpec{Pods: 3})
+		p.env = framework.Setup(t, suite, framework.TopologySpec{Pods: 3, Shape: cfg.shape})
 		for _, pod := range p.env.Topo.Pods[1:] {
 			framework.StartInNetns(t, "dp-"+pod.NS, pod.NS, "taskset", "-c", dpServerCPU, cfg.bin, "serve",
 				"-rr", fmt.Sprintf(":%d", dpRRPort), "-sink", fmt.Sprintf(":%d", dpSinkPort), "-udp", fmt.Sprintf(":%d", dpUDPPort))
 		}
-		// Short connections cycle through the clients' ports fast.
+		// Short connections cycle through the clients' ports fast (the
+		// ipv4 sysctl is the ephemeral range of IPv6 sockets too).
 		for _, ns := range []string{p.env.Topo.Pods[0].NS, p.env.Topo.ClientNS, p.env.Topo.NodeNS} {
 			if out, err := framework.RunIn(t.Context(), ns, "sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=1024 65000"); err != nil {
 				t.Fatalf("sysctl in %s: %v\n%s", ns, err, out)
@@ -310,7 +354,8 @@ func dpLocalService(t *testing.T, env *framework.Env) *corev1.Service {
 }
 
 // dpBackground is the run's background Services (one endpoint, one port
-// each, as backgroundObjects builds them), in one namespace: created through
+// each, of the run's family, as backgroundObjectsOf builds them), in one
+// namespace: created through
 // the API, or written straight into the apiserver's etcd when seedByEtcd
 // says so for the run's largest N (above seedAutoAbove, or
 // SWITCHYARD_SCALE_SEED=etcd), since creating tens of thousands through the
@@ -320,13 +365,14 @@ func dpLocalService(t *testing.T, env *framework.Env) *corev1.Service {
 type dpBackground struct {
 	cs     kubernetes.Interface
 	env    *framework.Env
+	shape  framework.Shape
 	seeder *framework.ServiceSeeder // nil: through the API
 	have   int
 }
 
-func dpNewBackground(t *testing.T, env *framework.Env, largest int) *dpBackground {
+func dpNewBackground(t *testing.T, env *framework.Env, shape framework.Shape, largest int) *dpBackground {
 	t.Helper()
-	b := &dpBackground{cs: burstClient(t), env: env}
+	b := &dpBackground{cs: burstClient(t), env: env, shape: shape}
 	if !seedByEtcd(t, largest) {
 		t.Cleanup(func() { deleteBackground(t, b.cs, env, b.have) })
 		return b
@@ -336,7 +382,7 @@ func dpNewBackground(t *testing.T, env *framework.Env, largest int) *dpBackgroun
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = etcd.Close() })
-	b.seeder = &framework.ServiceSeeder{Etcd: etcd, Client: suite.Cluster.Client}
+	b.seeder = newSeeder(t, etcd, shape)
 	t.Cleanup(func() { unseedBackground(t, b.cs, b.seeder, env.Namespace) })
 	return b
 }
@@ -351,7 +397,7 @@ func (b *dpBackground) grow(t *testing.T, want int) {
 	if b.seeder == nil {
 		parallel(t, want-have, func(i int) error { return createBackgroundService(t.Context(), b.cs, b.env, have+i, 1, 1) })
 		b.have = want
-		t.Logf("background services %d..%d created through the API in %s", have, want-1, secs(time.Since(start)))
+		t.Logf("%s background services %d..%d created through the API in %s", b.shape, have, want-1, secs(time.Since(start)))
 		return
 	}
 	ns, node := b.env.Namespace, b.env.Topo.NodeName
@@ -360,7 +406,7 @@ func (b *dpBackground) grow(t *testing.T, want int) {
 		t.Fatal(err)
 	}
 	err = b.seeder.Seed(t.Context(), want-have, func(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
-		return backgroundObjects(ns, node, have+i, 1, 1)
+		return seedObjects(b.shape, ns, node, have+i, 1, 1)
 	})
 	if err != nil {
 		t.Fatalf("seeding etcd: %v", err)
@@ -377,8 +423,8 @@ func (b *dpBackground) grow(t *testing.T, want int) {
 		t.Fatalf("after seeding etcd the API lists %d services and %d slices in %s, want %d and %d: %v",
 			svcs, slices, ns, svcs0+want-have, slices0+want-have, err)
 	}
-	t.Logf("background services %d..%d seeded in etcd in %s (%s waiting for the apiserver's repair loop; listed through the API %s later)",
-		have, want-1, secs(time.Since(start)), secs(b.seeder.Waited), secs(time.Since(written)))
+	t.Logf("%s background services %d..%d seeded in etcd in %s (%s waiting for the apiserver's repair loop; listed through the API %s later)",
+		b.shape, have, want-1, secs(time.Since(start)), secs(b.seeder.Waited), secs(time.Since(written)))
 }
 
 // dpDeleteShared deletes the measured Service and its slice through the
@@ -421,7 +467,7 @@ func dpStartProxies(t *testing.T, cfg dpConfig, paths []*dpPath, shared *corev1.
 		if p.daemon == nil {
 			continue
 		}
-		if _, ok := waitTimestamp(t, p.daemon, 0, max(0, cfg.syncWait-time.Since(start))); !ok {
+		if !dpWaitFirstSync(t, p.daemon, cfg.shape, max(0, cfg.syncWait-time.Since(start))) {
 			// Not measured at this N; stopped, so that its sync does
 			// not load the other paths' measurements.
 			t.Logf("n=%d %s: no first sync %s after the proxies started: not measured at this N\n%s", n, p.label(), secs(time.Since(start)), p.daemon.LogTail(5))
@@ -437,6 +483,32 @@ func dpStartProxies(t *testing.T, cfg dpConfig, paths []*dpPath, shared *corev1.
 			dpSignal(t, p.daemon, syscall.SIGSTOP)
 		}
 	}
+}
+
+// dpWaitFirstSync waits until the proxy has synced every family it
+// exports, the run's family among them. kube-proxy runs a proxier per
+// family whenever the node's iptables has both (an IPv6-only node's too),
+// and its IPv4 proxier, with nothing to program, can report its first sync
+// before the IPv6 one exports any: waitTimestamp alone then took that for
+// the first sync, with the IPv6 rules not yet written.
+func dpWaitFirstSync(t *testing.T, d *framework.Daemon, shape framework.Shape, timeout time.Duration) bool {
+	t.Helper()
+	fams := shape.Families()
+	err := framework.WaitFor(timeout, func() (bool, error) {
+		if _, all := syncedAfter(t, d, 0); !all {
+			return false, nil
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), scrapeTimeout)
+		defer cancel()
+		for _, f := range fams {
+			v, err := d.MetricValue(ctx, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", map[string]string{"ip_family": string(f)})
+			if err != nil || v <= 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
 }
 
 // dpStopProxies resumes and stops every proxy.
@@ -470,15 +542,22 @@ func dpSignal(t *testing.T, d *framework.Daemon, sig syscall.Signal) {
 }
 
 // dpFlushKernel leaves the node namespace without any proxy's rules, nft
-// and legacy, and without IPVS virtual servers (where the kernel has IPVS:
-// in the VM).
+// (`nft flush ruleset` takes both families) and legacy (ip6tables-legacy
+// too in an IPv6 topology), and without IPVS virtual servers (where the
+// kernel has IPVS: in the VM).
 func dpFlushKernel(t *testing.T, env *framework.Env) {
 	t.Helper()
 	flushKernel(t, env)
 	_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "ipvsadm", "-C")
-	for _, table := range []string{"nat", "filter", "mangle"} {
-		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-F")
-		_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, "iptables-legacy", "-t", table, "-X")
+	legacy := []string{"iptables-legacy"}
+	if env.Topo.Shape.HasIPv6() {
+		legacy = append(legacy, "ip6tables-legacy")
+	}
+	for _, bin := range legacy {
+		for _, table := range []string{"nat", "filter", "mangle"} {
+			_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, bin, "-t", table, "-F")
+			_, _ = framework.RunIn(t.Context(), env.Topo.NodeNS, bin, "-t", table, "-X")
+		}
 	}
 }
 

@@ -55,11 +55,12 @@ func seedByEtcd(t *testing.T, n int) bool {
 	}
 }
 
-// seedBackground writes background services 0..n-1 of namespace ns
-// straight into the apiserver's etcd (framework.ServiceSeeder: paced by the
-// apiserver's ClusterIP repair loop) and waits until the API lists them
-// all. Cleanup deletes everything of ns's Services there too.
-func seedBackground(t *testing.T, ns, node string, n, eps, ports int) {
+// seedBackground writes background services 0..n-1 of namespace ns, of
+// the single-family shape's family (backgroundObjectsOf), straight into the
+// apiserver's etcd (framework.ServiceSeeder: paced by the apiserver's
+// ClusterIP repair loop) and waits until the API lists them all. Cleanup
+// deletes everything of ns's Services there too.
+func seedBackground(t *testing.T, shape framework.Shape, ns, node string, n, eps, ports int) {
 	t.Helper()
 	start := time.Now()
 	etcd, err := framework.DialEtcd(suite.Cluster.EtcdEndpoint)
@@ -67,11 +68,11 @@ func seedBackground(t *testing.T, ns, node string, n, eps, ports int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = etcd.Close() })
-	seeder := &framework.ServiceSeeder{Etcd: etcd, Client: suite.Cluster.Client}
+	seeder := newSeeder(t, etcd, shape)
 	cs := burstClient(t)
 	t.Cleanup(func() { unseedBackground(t, cs, seeder, ns) })
 	err = seeder.Seed(t.Context(), n, func(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
-		return backgroundObjects(ns, node, i, eps, ports)
+		return seedObjects(shape, ns, node, i, eps, ports)
 	})
 	if err != nil {
 		t.Fatalf("seeding etcd: %v", err)
@@ -80,8 +81,26 @@ func seedBackground(t *testing.T, ns, node string, n, eps, ports int) {
 	if svcs, slices, err := waitCount(t.Context(), cs, ns, n); err != nil {
 		t.Fatalf("after seeding etcd the API lists %d services and %d slices in %s, want %d: %v", svcs, slices, ns, n, err)
 	}
-	t.Logf("seeded %d background services x %d endpoints x %d ports in etcd in %s (written in %s, %s of it waiting for the apiserver's repair loop; all listed through the API %s later)",
-		n, eps, ports, secs(time.Since(start)), secs(written.Sub(start)), secs(seeder.Waited), secs(time.Since(written)))
+	t.Logf("seeded %d %s background services x %d endpoints x %d ports in etcd in %s (written in %s, %s of it waiting for the apiserver's repair loop; all listed through the API %s later)",
+		n, shape, eps, ports, secs(time.Since(start)), secs(written.Sub(start)), secs(seeder.Waited), secs(time.Since(written)))
+}
+
+// newSeeder is a ServiceSeeder of the shape's one family; the seeder
+// writes single-stack Services only, so a dual-stack shape fails t.
+func newSeeder(t *testing.T, etcd *framework.Etcd, shape framework.Shape) *framework.ServiceSeeder {
+	t.Helper()
+	fams := shape.Families()
+	if len(fams) != 1 {
+		t.Fatalf("the etcd seeder writes single-stack Services; shape %s has %v", shape, fams)
+	}
+	return &framework.ServiceSeeder{Etcd: etcd, Client: suite.Cluster.Client, Family: fams[0]}
+}
+
+// seedObjects is backgroundObjectsOf for a single-family shape: the
+// Service and its one slice.
+func seedObjects(shape framework.Shape, ns, node string, i, eps, ports int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	svc, slices := backgroundObjectsOf(shape, ns, node, i, eps, ports)
+	return svc, slices[0]
 }
 
 // waitIPAddresses waits until the API lists n IPAddresses of Services in
@@ -174,25 +193,43 @@ const (
 // TestSeedBackground seeds background services in etcd and checks that the
 // apiserver serves them as it serves the same objects created through its
 // API, that its allocator sees their addresses as taken and its repair loop
-// finds nothing to repair; cleanup deletes them from etcd.
+// finds nothing to repair; cleanup deletes them from etcd. It runs for each
+// single-family shape of $SWITCHYARD_E2E_FAMILIES (default ipv4 and ipv6;
+// the seeder writes no dual-stack Service).
 func TestSeedBackground(t *testing.T) {
 	if suite.Cluster.EtcdEndpoint == "" {
 		t.Skipf("the apiserver's etcd is unknown; set %s", framework.EtcdEndpointEnv)
 	}
+	shapes, err := framework.ShapesFromEnv([]framework.Shape{framework.ShapeIPv4, framework.ShapeIPv6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range shapes {
+		t.Run(string(shape), func(t *testing.T) {
+			if shape == framework.ShapeDual {
+				t.Skip("the etcd seeder writes single-stack Services only")
+			}
+			testSeedBackground(t, shape)
+		})
+	}
+}
+
+func testSeedBackground(t *testing.T, shape framework.Shape) {
 	n := envInt(t, seedServicesEnv, 100)
 	eps, ports := envInt(t, scaleEndpointsEnv, 1), envInt(t, scalePortsEnv, 2)
 	cs := burstClient(t)
 	ns := seedNamespace(t, cs)
 	const node = "seed-node"
-	seedBackground(t, ns, node, n, eps, ports)
-	svc, slice := backgroundObjects(ns, node, n, eps, ports)
+	seedBackground(t, shape, ns, node, n, eps, ports)
+	svc, slice := seedObjects(shape, ns, node, n, eps, ports)
 	if _, err := cs.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(t.Context(), slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	compareSeeded(t, cs, ns, fmt.Sprintf("bg-%05d", n-1), svc.Name)
+	fam := shape.Families()[0]
+	compareSeeded(t, cs, ns, fam, n-1, n)
 	checkAllocated(t, cs, ns, fmt.Sprintf("bg-%05d", n/2))
 	checkNotRepaired(t, cs, ns, n+1)
 }
@@ -208,16 +245,17 @@ func seedNamespace(t *testing.T, cs kubernetes.Interface) string {
 	return ns.Name
 }
 
-// compareSeeded compares, through the API, the seeded Service and slice
-// named seeded with those created through the API as twin.
-func compareSeeded(t *testing.T, cs kubernetes.Interface, ns, seeded, twin string) {
+// compareSeeded compares, through the API, the seeded background Service
+// seeded and its slice of family fam with those created through the API as
+// background service twin.
+func compareSeeded(t *testing.T, cs kubernetes.Interface, ns string, fam corev1.IPFamily, seeded, twin int) {
 	t.Helper()
-	get := func(name string) (*corev1.Service, *discoveryv1.EndpointSlice) {
-		svc, err := cs.CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
+	get := func(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+		svc, err := cs.CoreV1().Services(ns).Get(t.Context(), fmt.Sprintf("bg-%05d", i), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := cs.DiscoveryV1().EndpointSlices(ns).Get(t.Context(), name+"-1", metav1.GetOptions{})
+		s, err := cs.DiscoveryV1().EndpointSlices(ns).Get(t.Context(), backgroundSliceName(i, fam), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,14 +268,17 @@ func compareSeeded(t *testing.T, cs kubernetes.Interface, ns, seeded, twin strin
 		cmpopts.IgnoreFields(discoveryv1.Endpoint{}, "Addresses"),
 	}
 	if d := cmp.Diff(want.Spec, svc.Spec, opts); d != "" {
-		t.Errorf("seeded %s's spec (-created through the API +seeded):\n%s", seeded, d)
+		t.Errorf("seeded %s's spec (-created through the API +seeded):\n%s", svc.Name, d)
+	}
+	if got := framework.FamilyOf(svc.Spec.ClusterIP); got != fam || framework.FamilyOf(want.Spec.ClusterIP) != fam {
+		t.Errorf("seeded %s on %s, %s on %s: want %s", svc.Name, svc.Spec.ClusterIP, want.Name, want.Spec.ClusterIP, fam)
 	}
 	if d := cmp.Diff(wantSlice.Endpoints, s.Endpoints, opts); d != "" || s.Generation != wantSlice.Generation ||
 		!cmp.Equal(s.Ports, wantSlice.Ports) || s.AddressType != wantSlice.AddressType {
 		t.Errorf("seeded slice %s differs from %s (-API +seeded):\n%s\ngeneration %d, %d", s.Name, wantSlice.Name, d, wantSlice.Generation, s.Generation)
 	}
 	if svc.UID == "" || svc.CreationTimestamp.IsZero() {
-		t.Errorf("seeded %s: uid %q, created %v", seeded, svc.UID, svc.CreationTimestamp)
+		t.Errorf("seeded %s: uid %q, created %v", svc.Name, svc.UID, svc.CreationTimestamp)
 	}
 }
 
@@ -250,7 +291,7 @@ func checkAllocated(t *testing.T, cs kubernetes.Interface, ns, name string) {
 		t.Fatal(err)
 	}
 	dup := framework.NewService(ns, "seed-dup", svc.Spec.Ports...)
-	dup.Spec.ClusterIP = svc.Spec.ClusterIP
+	dup.Spec.ClusterIP, dup.Spec.IPFamilies = svc.Spec.ClusterIP, svc.Spec.IPFamilies
 	_, err = cs.CoreV1().Services(ns).Create(t.Context(), dup, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "already allocated") {
 		t.Errorf("a Service asking for seeded %s's %s: %v, want already allocated", name, svc.Spec.ClusterIP, err)

@@ -55,8 +55,9 @@ const (
 	scaleProfileEnv = "SWITCHYARD_SCALE_PROFILE"
 	// "dual": the node, the Services (RequireDualStack) and the endpoints
 	// are dual-stack: every background Service has an IPv4 and an IPv6
-	// slice, changes alternate between them. Default "ipv4". Dual-stack
-	// backgrounds go through the API (the etcd seeder writes IPv4 only).
+	// slice, changes alternate between them; "ipv6" makes them IPv6-only.
+	// Default "ipv4". Dual-stack backgrounds go through the API (the etcd
+	// seeder writes single-stack Services only).
 	scaleFamilyEnv = "SWITCHYARD_SCALE_FAMILY"
 )
 

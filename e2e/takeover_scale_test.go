@@ -35,19 +35,21 @@ func takeoverTimeout(services int) time.Duration {
 	return converge + time.Duration(services/25)*time.Second
 }
 
-// createBackground creates n ClusterIP services of ports TCP ports, each
-// with one EndpointSlice of eps endpoints in 10.250.0.0/16 (no pod there):
-// through the API, or straight in etcd (seedByEtcd).
+// createBackground creates n ClusterIP services of ports TCP ports of the
+// topology's families, each with one EndpointSlice per family of eps
+// endpoints in 10.250.0.0/16 or fd00:250::/32 (no pod there): through the
+// API, or straight in etcd (seedByEtcd; single-stack shapes only).
 func createBackground(t *testing.T, env *framework.Env, n, eps, ports int) {
 	t.Helper()
 	if n == 0 {
 		return
 	}
-	if env.Topo.Shape != framework.ShapeIPv4 && os.Getenv(scaleSeedEnv) == "etcd" {
-		t.Fatalf("%s=etcd: the etcd seeder writes IPv4 Services only", scaleSeedEnv)
+	dual := env.Topo.Shape == framework.ShapeDual
+	if dual && os.Getenv(scaleSeedEnv) == "etcd" {
+		t.Fatalf("%s=etcd: the etcd seeder writes single-stack Services only", scaleSeedEnv)
 	}
-	if env.Topo.Shape == framework.ShapeIPv4 && seedByEtcd(t, n) {
-		seedBackground(t, env.Namespace, env.Topo.NodeName, n, eps, ports)
+	if !dual && seedByEtcd(t, n) {
+		seedBackground(t, env.Topo.Shape, env.Namespace, env.Topo.NodeName, n, eps, ports)
 		return
 	}
 	cs := burstClient(t)

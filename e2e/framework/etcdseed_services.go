@@ -52,6 +52,9 @@ type ServiceSeeder struct {
 	Etcd   *Etcd
 	Client kubernetes.Interface // admin: lists and the apiserver's /metrics
 	Chunk  int                  // Services per chunk; DefaultSeedChunk if 0
+	// Family is the seeded Services' one family (their ClusterIP comes
+	// from the service CIDR of that family); IPv4 if empty.
+	Family corev1.IPFamily
 	// Waited adds up the time spent waiting for the repair loop.
 	Waited time.Duration
 	// Stalls counts the waits that ended with the repair loop idle before
@@ -63,10 +66,11 @@ type ServiceSeeder struct {
 // address: the seeder picks one) and its EndpointSlice.
 type BuildFunc func(i int) (*corev1.Service, *discoveryv1.EndpointSlice)
 
-// Seed writes Services 0..n-1 from build, each on a ClusterIP the apiserver
-// has not allocated, with the IPAddress its allocator would have made.
+// Seed writes Services 0..n-1 from build, each on a ClusterIP of the
+// seeder's family the apiserver has not allocated, with the IPAddress its
+// allocator would have made.
 func (s *ServiceSeeder) Seed(ctx context.Context, n int, build BuildFunc) error {
-	cidr, err := ServiceCIDR(ctx, s.Client)
+	cidr, err := ServiceCIDR(ctx, s.Client, orDefault(s.Family, corev1.IPv4Protocol))
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,9 @@ import (
 // The testdata/kube-apiserver-v1.37.1-*.pb files are the etcd values of a
 // Service, its EndpointSlice and its IPAddress that kube-apiserver v1.37.1
 // stored when they were created through its API (shaped like TestScale's
-// background objects): what the seeded objects must look like.
+// background objects): what the seeded objects must look like. The
+// "-ipv6" ones are of a single-stack IPv6 Service (the suite's dual-stack
+// service range) with its IPv6 slice "bg-00000-6".
 func readStored(t *testing.T, what string) runtime.Object {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "kube-apiserver-v1.37.1-"+what+".pb"))
@@ -38,15 +40,35 @@ func readStored(t *testing.T, what string) runtime.Object {
 	return obj
 }
 
+// goldenSuffix is the testdata files' suffix of family f.
+func goldenSuffix(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return "-ipv6"
+	}
+	return ""
+}
+
 func goldenShapes() (*corev1.Service, *discoveryv1.EndpointSlice) {
+	return goldenShapesOf(corev1.IPv4Protocol)
+}
+
+// goldenShapesOf is the Service and slice the golden files of family f
+// were created from.
+func goldenShapesOf(f corev1.IPFamily) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	svc := NewService("seed-golden", "bg-00000",
 		NewServicePort("tcp", corev1.ProtocolTCP, 80, EchoPort),
 		NewServicePort("tcp1", corev1.ProtocolTCP, 81, EchoPort+1))
-	s := NewEndpointSlice(svc, "1", []discoveryv1.EndpointPort{
+	ports := []discoveryv1.EndpointPort{
 		NewEndpointPort("tcp", corev1.ProtocolTCP, EchoPort),
 		NewEndpointPort("tcp1", corev1.ProtocolTCP, EchoPort+1),
-	}, ReadyEndpoint("10.250.0.1", "node-a"))
-	return svc, s
+	}
+	if f == corev1.IPv6Protocol {
+		ShapeIPv6.ApplyTo(svc)
+		s := NewEndpointSlice(svc, "6", ports, ReadyEndpoint("fd00:250::1", "node-a"))
+		s.AddressType = discoveryv1.AddressTypeIPv6
+		return svc, s
+	}
+	return svc, NewEndpointSlice(svc, "1", ports, ReadyEndpoint("10.250.0.1", "node-a"))
 }
 
 // ignoreServerOnly leaves out what differs between any two creations: uid,
@@ -57,11 +79,21 @@ var ignoreServerOnly = cmp.Options{
 }
 
 func TestSeedObjectsMatchTheApiserversStored(t *testing.T) {
-	wantSvc := readStored(t, "service").(*corev1.Service)
-	wantSlice := readStored(t, "endpointslice").(*discoveryv1.EndpointSlice)
-	wantIP := readStored(t, "ipaddress").(*networkingv1.IPAddress)
+	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+		t.Run(string(f), func(t *testing.T) { testSeedObjectsMatch(t, f) })
+	}
+}
+
+func testSeedObjectsMatch(t *testing.T, f corev1.IPFamily) {
+	sfx := goldenSuffix(f)
+	wantSvc := readStored(t, "service"+sfx).(*corev1.Service)
+	wantSlice := readStored(t, "endpointslice"+sfx).(*discoveryv1.EndpointSlice)
+	wantIP := readStored(t, "ipaddress"+sfx).(*networkingv1.IPAddress)
 	ip := netip.MustParseAddr(wantSvc.Spec.ClusterIP)
-	shape, sliceShape := goldenShapes()
+	if got := FamilyOf(ip.String()); got != f {
+		t.Fatalf("golden service of %s has %s ClusterIP %s", f, got, ip)
+	}
+	shape, sliceShape := goldenShapesOf(f)
 	now := time.Now()
 	svc, addr, err := SeedService(shape, ip, now)
 	if err != nil {
@@ -85,7 +117,7 @@ func TestSeedObjectsMatchTheApiserversStored(t *testing.T) {
 }
 
 func TestEncodeForStorage(t *testing.T) {
-	for _, what := range []string{"service", "endpointslice", "ipaddress"} {
+	for _, what := range []string{"service", "endpointslice", "ipaddress", "service-ipv6", "endpointslice-ipv6", "ipaddress-ipv6"} {
 		want, err := os.ReadFile(filepath.Join("testdata", "kube-apiserver-v1.37.1-"+what+".pb"))
 		if err != nil {
 			t.Fatal(err)
@@ -149,12 +181,39 @@ func TestSeedServiceRefuses(t *testing.T) {
 		t.Error("a NodePort Service was seeded")
 	}
 	svc.Spec.Type = ""
-	if _, _, err := SeedService(svc, netip.MustParseAddr("fd00::1"), time.Now()); err == nil {
-		t.Error("an IPv6 address was taken")
+	for _, a := range []string{"::ffff:10.96.1.0"} {
+		if _, _, err := SeedService(svc, netip.MustParseAddr(a), time.Now()); err == nil {
+			t.Errorf("%s was taken", a)
+		}
+	}
+	if _, _, err := SeedService(svc, netip.Addr{}, time.Now()); err == nil {
+		t.Error("the zero address was taken")
 	}
 	out, _, err := SeedService(svc, netip.MustParseAddr("10.96.1.0"), time.Now())
 	if err != nil || out.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("an empty type: %v, %v", out.Spec.Type, err)
+	}
+	// A Service that names no family takes the address's.
+	out, addr, err := SeedService(svc, netip.MustParseAddr("fd00:10:96::100"), time.Now())
+	if err != nil || !slices.Equal(out.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv6Protocol}) ||
+		addr.Labels[networkingv1.LabelIPAddressFamily] != "IPv6" || addr.Name != "fd00:10:96::100" {
+		t.Errorf("IPv6 for a Service without families: %v, %v, %v", out.Spec.IPFamilies, addr.Labels, err)
+	}
+	v6, _ := goldenShapesOf(corev1.IPv6Protocol)
+	if _, _, err := SeedService(v6, netip.MustParseAddr("10.96.1.0"), time.Now()); err == nil {
+		t.Error("an IPv6 Service was seeded on an IPv4 address")
+	}
+	for _, p := range []corev1.IPFamilyPolicy{corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack} {
+		dual := svc.DeepCopy()
+		dual.Spec.IPFamilyPolicy = &p
+		if _, _, err := SeedService(dual, netip.MustParseAddr("10.96.1.0"), time.Now()); err == nil {
+			t.Errorf("a %s Service was seeded", p)
+		}
+	}
+	dual := svc.DeepCopy()
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	if _, _, err := SeedService(dual, netip.MustParseAddr("10.96.1.0"), time.Now()); err == nil {
+		t.Error("a Service of two families was seeded")
 	}
 }
 
@@ -178,8 +237,56 @@ func TestSeedClusterIPs(t *testing.T) {
 	if err != nil || all[len(all)-1] != ip("10.96.255.254") {
 		t.Errorf("the whole /16: last %v, %v", all[len(all)-1], err)
 	}
-	if _, err := SeedClusterIPs(netip.MustParsePrefix("fd00::/112"), 1, nil); err == nil {
-		t.Error("an IPv6 CIDR was used")
+	if _, err := SeedClusterIPs(netip.MustParsePrefix("10.96.0.0/16"), 65280, nil); err == nil {
+		t.Error("a /16 gave the broadcast address")
+	}
+	if _, err := SeedClusterIPs(netip.MustParsePrefix("::ffff:10.96.0.0/112"), 1, nil); err == nil {
+		t.Error("an IPv4-mapped CIDR was used")
+	}
+}
+
+func TestSeedClusterIPsIPv6(t *testing.T) {
+	ip := netip.MustParseAddr
+	v6 := netip.MustParsePrefix(DefaultServiceCIDR6)
+	taken := map[netip.Addr]bool{ip("fd00:10:96::101"): true, ip("fd00:10:96::1"): true}
+	got, err := SeedClusterIPs(v6, 3, taken)
+	if want := []netip.Addr{ip("fd00:10:96::100"), ip("fd00:10:96::102"), ip("fd00:10:96::103")}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("/112: %v, %v; want %v", got, err, want)
+	}
+	// A /112 holds 65536 - 256 (band) seedable addresses: IPv6 has no
+	// broadcast address, the last one is allocated too.
+	all, err := SeedClusterIPs(v6, 65280, nil)
+	if err != nil || all[len(all)-1] != ip("fd00:10:96::ffff") {
+		t.Errorf("the whole /112: %v", err)
+	}
+	if _, err := SeedClusterIPs(v6, 65281, nil); err == nil {
+		t.Error("a /112 gave 65281 addresses")
+	}
+	// A /124 (16 addresses) has no static band: ::1 to ::f.
+	got, err = SeedClusterIPs(netip.MustParsePrefix("fd00::10/124"), 15, nil)
+	if err != nil || got[0] != ip("fd00::11") || got[14] != ip("fd00::1f") {
+		t.Errorf("/124: %v, %v", got, err)
+	}
+	// A /64 is larger than any count: the band is 256.
+	got, err = SeedClusterIPs(netip.MustParsePrefix("fd00:1::/64"), 2, nil)
+	if err != nil || got[0] != ip("fd00:1::100") || got[1] != ip("fd00:1::101") {
+		t.Errorf("/64: %v, %v", got, err)
+	}
+	// The last prefix of the space ends on the last address.
+	got, err = SeedClusterIPs(netip.MustParsePrefix("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fff0/124"), 15, nil)
+	if err != nil || got[14] != ip("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff") {
+		t.Errorf("the space's last /124: %v, %v", got, err)
+	}
+}
+
+func TestLastAddr(t *testing.T) {
+	for cidr, want := range map[string]string{
+		"10.96.0.0/16": "10.96.255.255", "10.0.0.5/28": "10.0.0.15", "10.1.2.3/32": "10.1.2.3",
+		"fd00:10:96::/112": "fd00:10:96::ffff", "fd00::/65": "fd00::7fff:ffff:ffff:ffff", "::/0": "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+	} {
+		if got := lastAddr(netip.MustParsePrefix(cidr)); got != netip.MustParseAddr(want) {
+			t.Errorf("lastAddr(%s) = %s, want %s", cidr, got, want)
+		}
 	}
 }
 

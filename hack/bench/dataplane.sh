@@ -14,7 +14,10 @@
 # WORKLOADS ("short latency stream udp"), CLIENTS (16), SKIP ("PROXY:MODE@N
 # ...", e.g. "kube-proxy:iptables@44000": paths not run at that N),
 # SYNC_WAIT (10m: a proxy without its first sync by then is not measured at
-# that N), OUT (a file that also gets the tables and result lines). ipvs is not here: this host's kernel has no IPVS;
+# that N), OUT (a file that also gets the tables and result lines), FAMILY
+# (ipv4, the default, or ipv6: IPv6-only topologies, single-stack IPv6
+# measured, eTP=Local and background Services, also when seeded in etcd;
+# every table and line says family=...). ipvs is not here: this host's kernel has no IPVS;
 # `make bench-dataplane-vm` (hack/vm/bench-dataplane-vm.sh) runs this benchmark in the QEMU VM for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,5 +37,6 @@ env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_BENCH_DP_BIN="$tmp/dataplane" \
   ${PATHS:+SWITCHYARD_BENCH_DP_PATHS="$PATHS"} ${VIAS:+SWITCHYARD_BENCH_DP_VIAS="$VIAS"} \
   ${WORKLOADS:+SWITCHYARD_BENCH_DP_WORKLOADS="$WORKLOADS"} ${OUT:+SWITCHYARD_BENCH_DP_OUT="$OUT"} \
   ${SKIP:+SWITCHYARD_BENCH_DP_SKIP="$SKIP"} ${SYNC_WAIT:+SWITCHYARD_BENCH_DP_SYNC_WAIT="$SYNC_WAIT"} \
+  ${FAMILY:+SWITCHYARD_BENCH_DP_FAMILY="$FAMILY"} \
   $GO test -tags e2e -count=1 -p 1 -timeout 300m -v -run '^TestBenchDataplane$' ./e2e/ |
   grep -vE '^=== (RUN|PAUSE|CONT)'

@@ -19,6 +19,9 @@
 //
 // -addr may list several addresses (comma separated); clients take them in
 // turn, so the direct path spreads over the same servers a Service does.
+// IPv6 addresses are bracketed, as net.JoinHostPort writes them
+// (-addr [fd00:10:96::a]:80); the servers' ":PORT" listens on both
+// families.
 // Every result carries the machine's CPU time (from /proc/stat) over the
 // run, per operation.
 package main
