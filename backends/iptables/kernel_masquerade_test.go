@@ -16,30 +16,29 @@ import (
 // TestKernelMasqueradeTCPPorts makes 3000 short connections from an
 // outside client cycling through 500 source ports to a masqueraded
 // NodePort whose one endpoint closes first, in iptables-nft and legacy.
-// Kept TCP ports (the default): a reused client port reaches the
-// endpoint from the same node port, with the timestamps and sequence
-// numbers of the same 4-tuple, so no TIME_WAIT socket refuses a SYN
-// (PAWS) and no SYN is retransmitted. kube-proxy's --random-fully
-// (MasqueradeTCPRandomFully): on a kernel whose timestamp offsets depend
-// on the ports the same run meets PAWS refusals, which shows the check
-// sees what the default avoids.
+// With MasqueradeTCPKeepPort a reused client port reaches the endpoint
+// from the same node port, with the timestamps and sequence numbers of
+// the same 4-tuple, so no TIME_WAIT socket refuses a SYN (PAWS) and no
+// SYN is retransmitted. With kube-proxy's --random-fully (the default),
+// on a kernel whose timestamp offsets depend on the ports, the same run
+// meets PAWS refusals, which shows the check sees what the option avoids.
 func TestKernelMasqueradeTCPPorts(t *testing.T) {
 	kerneltest.Require(t)
 	for _, mode := range kernelModes() {
-		for _, tcpRandomFully := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/tcp-random-fully=%v", mode, tcpRandomFully), func(t *testing.T) {
-				checkMasqueradeTCPPorts(t, mode, tcpRandomFully)
+		for _, tcpKeepPort := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tcp-keep-port=%v", mode, tcpKeepPort), func(t *testing.T) {
+				checkMasqueradeTCPPorts(t, mode, tcpKeepPort)
 			})
 		}
 	}
 }
 
-func checkMasqueradeTCPPorts(t *testing.T, mode string, tcpRandomFully bool) {
+func checkMasqueradeTCPPorts(t *testing.T, mode string, tcpKeepPort bool) {
 	const conns, timeout = 3000, 5 * time.Second // a SYN retransmitted twice takes over 1 s
 	tp := newTopology(t, 1)
 	nsRun(t, tp.client, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40499")
 	cfg := Config{Families: []v1.IPFamily{v1.IPv4Protocol}, LocalDetector: proxier.DetectByClusterCIDRs(mustPrefixes("10.244.0.0/16")...),
-		MasqueradeTCPRandomFully: tcpRandomFully}
+		MasqueradeTCPKeepPort: tcpKeepPort}
 	be := newKernelBackend(t, cfg, mode, tp.node)
 	web := with(svc("default", "web", "http", v1.ProtocolTCP, 80, webIP), nodePort(webNodePort))
 	st := stateOf([]string{topoNodeIP}, []*proxier.ServicePort{web}, epMap{web.Name: {ep(fmt.Sprintf("%s:%d", tp.pods[0].ip, echoPort))}})
@@ -52,7 +51,7 @@ func checkMasqueradeTCPPorts(t *testing.T, mode string, tcpRandomFully bool) {
 		t.Fatal(err)
 	}
 	t.Log(r)
-	if !tcpRandomFully {
+	if tcpKeepPort {
 		if r.PAWSRefused != 0 || r.SYNRetrans != 0 {
 			t.Errorf("TCP ports kept: PAWS refusals %d, SYN retransmits %d; want none", r.PAWSRefused, r.SYNRetrans)
 		}

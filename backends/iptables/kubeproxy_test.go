@@ -42,8 +42,7 @@ func TestRenderMatchesKubeProxy(t *testing.T) {
 		dns.Name:   webEps("5353"),
 	})
 	cfg := testConfig()
-	cfg.LocalhostNodePorts = true       // kube-proxy's default
-	cfg.MasqueradeTCPRandomFully = true // kube-proxy masquerades TCP --random-fully too
+	cfg.LocalhostNodePorts = true // kube-proxy's default
 	got := ownedRules(render(cfg.forFamily(v1.IPv4Protocol), st).String(), false)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("render differs from kube-proxy (-kube-proxy +switchyard):\n%s", diff)

@@ -189,8 +189,9 @@ func nodeAddrs(node proxier.NodeInfo, family v1.IPFamily) []netip.Addr {
 	return out
 }
 
-// masqueradeRules SNAT what was marked. TCP keeps the client's source
-// port where it is free (unless MasqueradeTCPRandomFully): with a random
+// masqueradeRules SNAT what was marked, with a random source port for
+// every connection as kube-proxy does; with MasqueradeTCPKeepPort, TCP
+// keeps the client's source port where it is free: with a random
 // port, connections from different client ports reach an endpoint from
 // the same node address and port within its TIME_WAIT, carrying
 // timestamps and sequence numbers computed for other 4-tuples; about half
@@ -200,7 +201,7 @@ func nodeAddrs(node proxier.NodeInfo, family v1.IPFamily) []netip.Addr {
 // SCTP stay --random-fully, which spreads clients that share a source port.
 func masqueradeRules(fc *familyConfig) []string {
 	all := rule(chainPostrouting, comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
-	if fc.tcpRandomFully {
+	if !fc.tcpKeepPort {
 		return []string{all}
 	}
 	tcp := rule(chainPostrouting, "-p tcp", comment("kubernetes service TCP traffic requiring SNAT keeps its source port"), "-j MASQUERADE")

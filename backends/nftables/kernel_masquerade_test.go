@@ -23,27 +23,27 @@ const (
 )
 
 // TestKernelMasqueradeTCPPorts makes short connections from an outside
-// client to a masqueraded NodePort whose one endpoint closes first. Kept
-// TCP ports (the default): a reused client port reaches the endpoint
-// from the same node port, with the timestamps and sequence numbers of
-// the same 4-tuple, so no TIME_WAIT socket refuses a SYN (PAWS) and no
-// SYN is retransmitted. kube-proxy's rules (MasqueradeTCPRandomFully): on
-// a kernel whose timestamp offsets depend on the ports, the same run
-// meets PAWS refusals and SYN retransmits, which shows the check sees
-// what the default avoids.
+// client to a masqueraded NodePort whose one endpoint closes first. With
+// MasqueradeTCPKeepPort a reused client port reaches the endpoint from
+// the same node port, with the timestamps and sequence numbers of the
+// same 4-tuple, so no TIME_WAIT socket refuses a SYN (PAWS) and no SYN
+// is retransmitted. With kube-proxy's rules (the default), on a kernel
+// whose timestamp offsets depend on the ports, the same run meets PAWS
+// refusals and SYN retransmits, which shows the check sees what the
+// option avoids.
 func TestKernelMasqueradeTCPPorts(t *testing.T) {
 	kerneltest.Require(t)
 	for _, tc := range []struct {
-		name           string
-		tcpRandomFully bool
-	}{{"TCP ports kept", false}, {"random-fully as kube-proxy", true}} {
+		name        string
+		tcpKeepPort bool
+	}{{"TCP ports kept", true}, {"random-fully as kube-proxy (default)", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newTrafficTopo(t, 1)
 			run(t, "ip", "netns", "exec", tp.client, "sysctl", "-qw", masqPortRange)
 			b, err := nftables.New(nftables.Config{
-				LocalDetector:            proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")),
-				Conn:                     nftables.NewNetlinkConn(),
-				MasqueradeTCPRandomFully: tc.tcpRandomFully,
+				LocalDetector:         proxier.DetectByClusterCIDRs(netip.MustParsePrefix("10.244.0.0/16")),
+				Conn:                  nftables.NewNetlinkConn(),
+				MasqueradeTCPKeepPort: tc.tcpKeepPort,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -59,7 +59,7 @@ func TestKernelMasqueradeTCPPorts(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Log(r)
-			if !tc.tcpRandomFully {
+			if tc.tcpKeepPort {
 				if r.PAWSRefused != 0 || r.SYNRetrans != 0 {
 					t.Errorf("TCP ports kept: PAWS refusals %d, SYN retransmits %d; want none", r.PAWSRefused, r.SYNRetrans)
 				}

@@ -13,23 +13,23 @@ import (
 )
 
 // TestMasqueradeTCPPorts pins the masquerading chain of both families:
-// by default TCP keeps the client's source port (plain "masquerade") and
-// every other protocol is masqueraded fully-random;
-// MasqueradeTCPRandomFully gives kube-proxy's one fully-random rule.
+// by default kube-proxy's one fully-random rule; with
+// MasqueradeTCPKeepPort TCP keeps the client's source port (plain
+// "masquerade") and every other protocol is masqueraded fully-random.
 func TestMasqueradeTCPPorts(t *testing.T) {
 	head := []string{"meta mark & 0x00004000 == 0 return", "meta mark set meta mark ^ 0x00004000"}
 	for _, tc := range []struct {
-		tcpRandomFully bool
-		want           []string
+		tcpKeepPort bool
+		want        []string
 	}{
-		{false, append(head, "meta l4proto tcp masquerade", "masquerade fully-random")},
-		{true, append(head, "masquerade fully-random")},
+		{false, append(head, "masquerade fully-random")},
+		{true, append(head, "meta l4proto tcp masquerade", "masquerade fully-random")},
 	} {
 		state, node := flowtest.Fixture()
 		fake := nftablestest.NewFake()
 		b, err := nftables.New(nftables.Config{
 			Families: node.Families, LocalDetector: node.LocalDetector, Conn: fake,
-			MasqueradeTCPRandomFully: tc.tcpRandomFully,
+			MasqueradeTCPKeepPort: tc.tcpKeepPort,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -38,7 +38,7 @@ func TestMasqueradeTCPPorts(t *testing.T) {
 		for _, fam := range []ruleset.Family{ruleset.IPv4, ruleset.IPv6} {
 			got := chainLines(fake.Dump(fam, nftables.TableName), "masquerading")
 			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("tcpRandomFully=%v %s: masquerading chain (-want +got):\n%s", tc.tcpRandomFully, fam, d)
+				t.Errorf("tcpKeepPort=%v %s: masquerading chain (-want +got):\n%s", tc.tcpKeepPort, fam, d)
 			}
 		}
 	}

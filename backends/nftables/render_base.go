@@ -75,8 +75,9 @@ func baseChains(fc *familyConfig, local proxier.LocalMatch) []*ruleset.Chain {
 	}
 }
 
-// masqueradeRules SNAT what was marked. TCP keeps the client's source
-// port where it is free (unless MasqueradeTCPRandomFully): with a random
+// masqueradeRules SNAT what was marked, with a random source port for
+// every connection as kube-proxy does; with MasqueradeTCPKeepPort, TCP
+// keeps the client's source port where it is free: with a random
 // port, connections from different client ports reach an endpoint from
 // the same node address and port within its TIME_WAIT, carrying
 // timestamps and sequence numbers computed for other 4-tuples; about half
@@ -86,7 +87,7 @@ func baseChains(fc *familyConfig, local proxier.LocalMatch) []*ruleset.Chain {
 // SCTP stay fully-random, which spreads clients that share a source port.
 func masqueradeRules(fc *familyConfig) []ruleset.Rule {
 	all := ruleset.R(ruleset.Masquerade{FullyRandom: true})
-	if fc.tcpRandomFully {
+	if !fc.tcpKeepPort {
 		return []ruleset.Rule{all}
 	}
 	tcp := ruleset.R(proto(ruleset.ProtoTCP), ruleset.Masquerade{})

@@ -16,7 +16,7 @@
 # SYNC_WAIT (10m: a proxy without its first sync by then is not measured at
 # that N), OUT (a file that also gets the tables and result lines),
 # SWITCHYARD_ARGS (flags added to every switchyard path's command line,
-# e.g. "--masquerade-tcp-random-fully"). ipvs is not here: this host's kernel has no IPVS;
+# e.g. "--masquerade-tcp-keep-port"). ipvs is not here: this host's kernel has no IPVS;
 # `make bench-dataplane-vm` (hack/vm/bench-dataplane-vm.sh) runs this benchmark in the QEMU VM for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
