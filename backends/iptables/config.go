@@ -38,6 +38,12 @@ type Config struct {
 	// MasqueradeBit is the fwmark bit that flags packets for SNAT
 	// (0..31); nil means DefaultMasqueradeBit (mark 0x4000).
 	MasqueradeBit *int32
+	// MasqueradeTCPKeepPort masquerades TCP keeping the client's source
+	// port where it is free (see masqueradeRules). Unset, every
+	// masqueraded connection gets a random source port (--random-fully),
+	// as kube-proxy does. Other protocols are always masqueraded
+	// --random-fully.
+	MasqueradeTCPKeepPort bool
 	// NodePortAddresses restricts NodePorts to local addresses inside these
 	// prefixes. Empty means every local address (addrtype LOCAL). A family
 	// with no prefix of its own matches every local address, as in
@@ -87,6 +93,7 @@ type familyConfig struct {
 	localDetector      proxier.LocalDetector
 	masqueradeAll      bool
 	masqueradeMark     string // "0x4000"
+	tcpKeepPort        bool
 	nodePortAddresses  []netip.Prefix
 	localhostNodePorts bool
 	nfacct             bool
@@ -142,6 +149,7 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		family:             family,
 		masqueradeAll:      c.MasqueradeAll,
 		masqueradeMark:     fmt.Sprintf("%#x", uint32(1)<<uint(bit)),
+		tcpKeepPort:        c.MasqueradeTCPKeepPort,
 		localhostNodePorts: c.LocalhostNodePorts && family == v1.IPv4Protocol,
 		nfacct:             c.NFAcct,
 		dropInvalid:        !c.ConntrackTCPLiberal,

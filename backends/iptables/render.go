@@ -189,20 +189,40 @@ func nodeAddrs(node proxier.NodeInfo, family v1.IPFamily) []netip.Addr {
 	return out
 }
 
+// masqueradeRules SNAT what was marked, with a random source port for
+// every connection as kube-proxy does; with MasqueradeTCPKeepPort, TCP
+// keeps the client's source port where it is free: with a random
+// port, connections from different client ports reach an endpoint from
+// the same node address and port within its TIME_WAIT, carrying
+// timestamps and sequence numbers computed for other 4-tuples; about half
+// of them fail the TIME_WAIT socket's PAWS check, which answers with an
+// ACK, and the client connects only after a reset and a SYN retransmit
+// (~10 ms, or 1 s for a second miss). See docs/performance.md. UDP and
+// SCTP stay --random-fully, which spreads clients that share a source port.
+func masqueradeRules(fc *familyConfig) []string {
+	all := rule(chainPostrouting, comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
+	if !fc.tcpKeepPort {
+		return []string{all}
+	}
+	tcp := rule(chainPostrouting, "-p tcp", comment("kubernetes service TCP traffic requiring SNAT keeps its source port"), "-j MASQUERADE")
+	return []string{tcp, all}
+}
+
 // baseChains are the chains whose rules do not depend on services.
 func baseChains(fc *familyConfig) []*chainRules {
 	mark := fc.masqueradeMark
+	postrouting := append([]string{
+		rule(chainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN"),
+		// Clear the mark so a packet that re-traverses the stack is not
+		// masqueraded twice.
+		rule(chainPostrouting, "-j MARK --xor-mark "+mark),
+	}, masqueradeRules(fc)...)
 	out := []*chainRules{
 		newChain(tableMangle, chainCanary),
 		newChain(tableFilter, chainCanary),
 		newChain(tableNAT, chainCanary),
 		newChain(tableNAT, chainMarkMasq, rule(chainMarkMasq, "-j MARK --or-mark "+mark)),
-		newChain(tableNAT, chainPostrouting,
-			rule(chainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN"),
-			// Clear the mark so a packet that re-traverses the stack is not
-			// masqueraded twice.
-			rule(chainPostrouting, "-j MARK --xor-mark "+mark),
-			rule(chainPostrouting, comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")),
+		newChain(tableNAT, chainPostrouting, postrouting...),
 		newChain(tableFilter, chainForward, forwardRules(fc, mark)...),
 	}
 	out = append(out, trafficChain(fc)...)

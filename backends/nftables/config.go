@@ -40,6 +40,14 @@ type Config struct {
 	// MasqueradeBit is the mark bit that flags packets for SNAT; nil
 	// means DefaultMasqueradeBit.
 	MasqueradeBit *int32
+	// MasqueradeTCPKeepPort masquerades TCP keeping the client's source
+	// port where it is free, so an endpoint's TIME_WAIT socket for that
+	// port sees the client's timestamps and sequence numbers of the same
+	// 4-tuple again (see masqueradeRules). Unset, every masqueraded
+	// connection gets a random source port ("fully-random"), as
+	// kube-proxy does. Other protocols are always masqueraded
+	// fully-random.
+	MasqueradeTCPKeepPort bool
 	// NodePortAddresses restricts NodePorts to these prefixes' local
 	// addresses; empty means every local address but loopback.
 	NodePortAddresses []netip.Prefix
@@ -68,6 +76,7 @@ type familyConfig struct {
 	localDetector  proxier.LocalDetector
 	masqueradeAll  bool
 	masqueradeMark uint32
+	tcpKeepPort    bool
 	nodePortAddrs  []netip.Prefix
 	loopback       netip.Prefix
 	serviceTraffic bool
@@ -108,6 +117,7 @@ func (c *Config) forFamily(family v1.IPFamily) *familyConfig {
 		nft:            ruleset.IPv4,
 		masqueradeAll:  c.MasqueradeAll,
 		masqueradeMark: uint32(1) << uint(bit),
+		tcpKeepPort:    c.MasqueradeTCPKeepPort,
 		loopback:       netip.MustParsePrefix("127.0.0.0/8"),
 	}
 	if family == v1.IPv6Protocol {

@@ -71,10 +71,10 @@ func wireTrip(t *testing.T, fam ruleset.Family, e expr.Any) expr.Any {
 }
 
 // TestDecodeRefusesForeignRules: a rule no switchyard renderer writes
-// (here a masquerade without fully-random) does not decode.
+// (here a masquerade with a hashed random port) does not decode.
 func TestDecodeRefusesForeignRules(t *testing.T) {
 	for _, in := range [][]expr.Any{
-		{&expr.Masq{}},
+		{&expr.Masq{Random: true}},
 		{&expr.Counter{}},
 		{&expr.Meta{Key: expr.MetaKeyMARK, Register: 8}},
 	} {

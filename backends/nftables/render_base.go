@@ -65,15 +65,33 @@ func baseChains(fc *familyConfig, local proxier.LocalMatch) []*ruleset.Chain {
 		{Name: chainFirewallCheck, Rules: []ruleset.Rule{ruleset.R(ruleset.VMap{Key: keyDst, Map: setFirewallIPs})}},
 		{Name: chainEndpointsCheck, Rules: endpointsCheckRules(fc)},
 		{Name: chainMarkMasq, Rules: []ruleset.Rule{ruleset.R(ruleset.MarkSet{Bit: fc.masqueradeMark})}},
-		{Name: chainMasquerading, Rules: []ruleset.Rule{
+		{Name: chainMasquerading, Rules: slices.Concat([]ruleset.Rule{
 			ruleset.R(ruleset.MarkClear{Bit: fc.masqueradeMark}, verdict("return")),
 			ruleset.R(ruleset.MarkSet{Bit: fc.masqueradeMark, Xor: true}),
-			ruleset.R(ruleset.Masquerade{}),
-		}},
+		}, masqueradeRules(fc))},
 		{Name: chainServices, Rules: slices.Concat(clusterIPMasquerade(fc, local),
 			[]ruleset.Rule{ruleset.R(ruleset.VMap{Key: keyDst, Map: setServiceIPs})},
 			nodePortRules(fc, ruleset.VMap{Key: keyNodePort, Map: setServiceNodePorts}))},
 	}
+}
+
+// masqueradeRules SNAT what was marked, with a random source port for
+// every connection as kube-proxy does; with MasqueradeTCPKeepPort, TCP
+// keeps the client's source port where it is free: with a random
+// port, connections from different client ports reach an endpoint from
+// the same node address and port within its TIME_WAIT, carrying
+// timestamps and sequence numbers computed for other 4-tuples; about half
+// of them fail the TIME_WAIT socket's PAWS check, which answers with an
+// ACK, and the client connects only after a reset and a SYN retransmit
+// (~10 ms, or 1 s for a second miss). See docs/performance.md. UDP and
+// SCTP stay fully-random, which spreads clients that share a source port.
+func masqueradeRules(fc *familyConfig) []ruleset.Rule {
+	all := ruleset.R(ruleset.Masquerade{FullyRandom: true})
+	if !fc.tcpKeepPort {
+		return []ruleset.Rule{all}
+	}
+	tcp := ruleset.R(proto(ruleset.ProtoTCP), ruleset.Masquerade{})
+	return []ruleset.Rule{tcp, all}
 }
 
 // clusterIPMasquerade marks ClusterIP traffic for masquerading (all of

@@ -17,7 +17,9 @@
 # that N), OUT (a file that also gets the tables and result lines), FAMILY
 # (ipv4, the default, or ipv6: IPv6-only topologies, single-stack IPv6
 # measured, eTP=Local and background Services, also when seeded in etcd;
-# every table and line says family=...). ipvs is not here: this host's kernel has no IPVS;
+# every table and line says family=...), SWITCHYARD_ARGS (flags added to
+# every switchyard path's command line, e.g. "--masquerade-tcp-keep-port").
+# ipvs is not here: this host's kernel has no IPVS;
 # `make bench-dataplane-vm` (hack/vm/bench-dataplane-vm.sh) runs this benchmark in the QEMU VM for it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,9 +31,16 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 $GO build -o "$tmp/switchyard" ./cmd/switchyard
+bin="$tmp/switchyard"
+if [ -n "${SWITCHYARD_ARGS:-}" ]; then
+  # An exec wrapper: the daemon keeps the PID the harness signals.
+  printf '#!/bin/sh\nexec %s "$@" %s\n' "$tmp/switchyard" "$SWITCHYARD_ARGS" >"$tmp/switchyard-args"
+  chmod +x "$tmp/switchyard-args"
+  bin="$tmp/switchyard-args"
+fi
 $GO build -o "$tmp/dataplane" ./hack/bench/dataplane
 hack/build-tools.sh kube-proxy >/dev/null
-env SWITCHYARD_BIN="$tmp/switchyard" SWITCHYARD_BENCH_DP_BIN="$tmp/dataplane" \
+env SWITCHYARD_BIN="$bin" SWITCHYARD_BENCH_DP_BIN="$tmp/dataplane" \
   SWITCHYARD_BENCH_DP_SIZES="${SIZES:-1000 10000}" SWITCHYARD_BENCH_DP_DURATION="${DURATION:-3s}" \
   SWITCHYARD_BENCH_DP_ROUNDS="${ROUNDS:-3}" SWITCHYARD_BENCH_DP_CLIENTS="${CLIENTS:-16}" \
   ${PATHS:+SWITCHYARD_BENCH_DP_PATHS="$PATHS"} ${VIAS:+SWITCHYARD_BENCH_DP_VIAS="$VIAS"} \

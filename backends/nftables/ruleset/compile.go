@@ -209,8 +209,8 @@ func (d Do) Compile(Family) ([]expr.Any, error) {
 }
 
 // Compile implements Expr.
-func (Masquerade) Compile(Family) ([]expr.Any, error) {
-	return []expr.Any{&expr.Masq{FullyRandom: true}}, nil
+func (m Masquerade) Compile(Family) ([]expr.Any, error) {
+	return []expr.Any{&expr.Masq{FullyRandom: m.FullyRandom}}, nil
 }
 
 // ICMP "port unreachable" codes.

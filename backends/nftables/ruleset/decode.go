@@ -260,7 +260,7 @@ func (d *decoder) next() (Expr, error) {
 		return verdictOf(e)
 	case *expr.Masq:
 		d.i++
-		return Masquerade{}, nil
+		return Masquerade{FullyRandom: e.FullyRandom}, nil
 	case *expr.Reject:
 		d.i++
 		return Reject{TCPReset: e.Type == unix.NFT_REJECT_TCP_RST}, nil

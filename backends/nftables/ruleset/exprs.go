@@ -128,10 +128,17 @@ type Do Verdict
 func (d Do) Text(Family) string { return Verdict(d).Text() }
 
 // Masquerade rewrites the source to the outgoing interface's address.
-type Masquerade struct{}
+// FullyRandom picks every connection's source port at random; without it
+// the connection keeps its own source port where that port is free.
+type Masquerade struct{ FullyRandom bool }
 
-// Text gives "masquerade fully-random".
-func (Masquerade) Text(Family) string { return "masquerade fully-random" }
+// Text gives "masquerade" or "masquerade fully-random".
+func (m Masquerade) Text(Family) string {
+	if m.FullyRandom {
+		return "masquerade fully-random"
+	}
+	return "masquerade"
+}
 
 // Reject refuses the packet: a TCP reset, or ICMP port unreachable.
 type Reject struct{ TCPReset bool }

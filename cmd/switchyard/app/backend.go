@@ -140,15 +140,16 @@ func udpMaxSessions(flag int) int {
 func newNFTablesBackend(o *Options, reg prometheus.Registerer) (*nftables.Backend, error) {
 	bit := int32(o.MasqueradeBit)
 	return nftables.New(nftables.Config{
-		Families:          o.Families,
-		LocalDetector:     o.LocalDetector,
-		MasqueradeAll:     o.MasqueradeAll,
-		MasqueradeBit:     &bit,
-		NodePortAddresses: o.NodePortAddresses,
-		ServiceTraffic:    o.ServiceTraffic,
-		Conn:              nftables.NewNetlinkConn(),
-		Registerer:        reg,
-		VerifyInterval:    verifyInterval(o),
+		Families:              o.Families,
+		LocalDetector:         o.LocalDetector,
+		MasqueradeAll:         o.MasqueradeAll,
+		MasqueradeBit:         &bit,
+		NodePortAddresses:     o.NodePortAddresses,
+		ServiceTraffic:        o.ServiceTraffic,
+		Conn:                  nftables.NewNetlinkConn(),
+		MasqueradeTCPKeepPort: o.MasqueradeTCPKeepPort,
+		Registerer:            reg,
+		VerifyInterval:        verifyInterval(o),
 	})
 }
 
@@ -160,20 +161,21 @@ func newIPTablesBackend(o *Options, m *metrics.Metrics, reg prometheus.Registere
 	}
 	bit := int32(o.MasqueradeBit)
 	return iptables.New(iptables.Config{
-		NFAcct:              reg != nil && ensureNFAcct(reg),
-		ConntrackTCPLiberal: o.Conntrack.TCPBeLiberal,
-		Families:            o.Families,
-		LocalDetector:       o.LocalDetector,
-		MasqueradeAll:       o.MasqueradeAll,
-		MasqueradeBit:       &bit,
-		NodePortAddresses:   o.NodePortAddresses,
-		LocalhostNodePorts:  localhostNodePorts(o),
-		ServiceTraffic:      o.ServiceTraffic,
-		CounterSets:         iptables.IPSetRunner{},
-		Runner:              r,
-		Metrics:             m,
-		VerifyInterval:      verifyInterval(o),
-		Registerer:          reg,
+		NFAcct:                reg != nil && ensureNFAcct(reg),
+		ConntrackTCPLiberal:   o.Conntrack.TCPBeLiberal,
+		Families:              o.Families,
+		LocalDetector:         o.LocalDetector,
+		MasqueradeAll:         o.MasqueradeAll,
+		MasqueradeBit:         &bit,
+		MasqueradeTCPKeepPort: o.MasqueradeTCPKeepPort,
+		NodePortAddresses:     o.NodePortAddresses,
+		LocalhostNodePorts:    localhostNodePorts(o),
+		ServiceTraffic:        o.ServiceTraffic,
+		CounterSets:           iptables.IPSetRunner{},
+		Runner:                r,
+		Metrics:               m,
+		VerifyInterval:        verifyInterval(o),
+		Registerer:            reg,
 	})
 }
 

@@ -50,24 +50,26 @@ type rawConfig struct {
 	PodInterfaceNamePrefix string
 	MasqueradeAll          bool
 	MasqueradeBit          int32
-	NodePortAddresses      []string
-	MetricsBindAddress     string
-	HealthzBindAddress     string
-	IPTablesSyncPeriod     time.Duration
-	IPTablesMinSyncPeriod  time.Duration
-	IPVSScheduler          string
-	IPVSSyncPeriod         time.Duration
-	IPVSMinSyncPeriod      time.Duration
-	IPVSTCPTimeout         time.Duration
-	IPVSTCPFinTimeout      time.Duration
-	IPVSUDPTimeout         time.Duration
-	IPVSStrictARP          bool
-	IPVSExcludeCIDRs       []string
-	UDPIdleTimeout         time.Duration
-	UserspaceUDPSessions   int
-	UserspaceTransparent   bool
-	UserspaceFallback      bool
-	EnableProfiling        bool
+	// MasqueradeTCPKeepPort: --masquerade-tcp-keep-port.
+	MasqueradeTCPKeepPort bool
+	NodePortAddresses     []string
+	MetricsBindAddress    string
+	HealthzBindAddress    string
+	IPTablesSyncPeriod    time.Duration
+	IPTablesMinSyncPeriod time.Duration
+	IPVSScheduler         string
+	IPVSSyncPeriod        time.Duration
+	IPVSMinSyncPeriod     time.Duration
+	IPVSTCPTimeout        time.Duration
+	IPVSTCPFinTimeout     time.Duration
+	IPVSUDPTimeout        time.Duration
+	IPVSStrictARP         bool
+	IPVSExcludeCIDRs      []string
+	UDPIdleTimeout        time.Duration
+	UserspaceUDPSessions  int
+	UserspaceTransparent  bool
+	UserspaceFallback     bool
+	EnableProfiling       bool
 	// ResetVanished and VanishedGrace: --reset-vanished-endpoint-connections
 	// and its grace period (conntrack.VanishedReaper).
 	ResetVanished bool
@@ -155,6 +157,7 @@ func settings() []setting {
 		{"pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", "PodInterfaceNamePrefix"},
 		{"masquerade-all", "iptables.masqueradeAll", "MasqueradeAll"},
 		{"iptables-masquerade-bit", "iptables.masqueradeBit", "MasqueradeBit"},
+		{"masquerade-tcp-keep-port", "", "MasqueradeTCPKeepPort"},
 		{"nodeport-addresses", "nodePortAddresses", "NodePortAddresses"},
 		{"metrics-bind-address", "metricsBindAddress", "MetricsBindAddress"},
 		{"healthz-bind-address", "healthzBindAddress", "HealthzBindAddress"},
@@ -215,6 +218,7 @@ func (r *rawConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.PodInterfaceNamePrefix, "pod-interface-name-prefix", r.PodInterfaceNamePrefix, "An interface name prefix. When --detect-local-mode is set to InterfaceNamePrefix, switchyard will consider traffic to be local if it originates from any interface whose name begins with this prefix.")
 	fs.BoolVar(&r.MasqueradeAll, "masquerade-all", r.MasqueradeAll, "SNAT all traffic sent via Service cluster IPs.")
 	fs.Int32Var(&r.MasqueradeBit, "iptables-masquerade-bit", r.MasqueradeBit, "The bit of the fwmark space to mark packets requiring SNAT with. Must be within [0, 31].")
+	fs.BoolVar(&r.MasqueradeTCPKeepPort, "masquerade-tcp-keep-port", r.MasqueradeTCPKeepPort, "iptables and nftables modes: masquerade TCP keeping the client's source port where it is free, instead of a random port for every connection (--random-fully, fully-random, as kube-proxy does and the default). With random ports, on kernels whose TCP timestamp offsets depend on the ports, a share of new connections to endpoints that close first meets a TIME_WAIT socket of another client port, is refused by its PAWS check and connects only after a reset and a SYN retransmit (~10 ms, sometimes 1 s); random ports make two simultaneous connections from the same client port less likely to clash in the NAT. UDP and SCTP are always masqueraded with random ports. See docs/performance.md.")
 	fs.StringSliceVar(&r.NodePortAddresses, "nodeport-addresses", r.NodePortAddresses, "A list of CIDR ranges that contain valid node IPs, and any of the keywords 'primary' (the node's primary IP of each family), 'localhost' (127.0.0.0/8 and ::1/128) and 'all' (0.0.0.0/0 and ::/0), combined freely. NodePort connections are accepted only on local IPs in these ranges. Unset means all local IPs, except in nftables mode, where it means 'primary' and 127.0.0.1/32. Loopback is served by route_localnet in iptables mode (IPv4) and, for TCP, by a userspace relay in nftables mode and for IPv6 in iptables mode.")
 	fs.StringVar(&r.MetricsBindAddress, "metrics-bind-address", r.MetricsBindAddress, "The IP:port for the metrics server to serve on (a bare IP gets port 10249). Set empty to disable.")
 	fs.StringVar(&r.HealthzBindAddress, "healthz-bind-address", r.HealthzBindAddress, "The IP:port for the health check server to serve on (a bare IP gets port 10256). Set empty to disable.")

@@ -72,6 +72,10 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit (0..31) that marks packets for SNAT.
 	MasqueradeBit int
+	// MasqueradeTCPKeepPort masquerades TCP keeping the client's source
+	// port where it is free instead of a random one
+	// (--masquerade-tcp-keep-port; iptables and nftables modes).
+	MasqueradeTCPKeepPort bool
 
 	// NodePortAddresses restricts NodePorts to local addresses inside these
 	// prefixes (masked; keywords expanded). NodePortPrimary adds "the

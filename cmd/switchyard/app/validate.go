@@ -53,6 +53,7 @@ func (r *rawConfig) options() (*Options, error) {
 		ClusterCIDRs:              v.clusterCIDRs(),
 		MasqueradeAll:             r.MasqueradeAll,
 		MasqueradeBit:             v.masqueradeBit(),
+		MasqueradeTCPKeepPort:     r.MasqueradeTCPKeepPort,
 		MetricsBindAddress:        v.bindAddress("metrics-bind-address", r.MetricsBindAddress, defaultMetricsPort),
 		HealthzBindAddress:        v.bindAddress("healthz-bind-address", r.HealthzBindAddress, defaultHealthzPort),
 		IPTables:                  IPTablesOptions{SyncPeriod: r.IPTablesSyncPeriod, MinSyncPeriod: r.IPTablesMinSyncPeriod},
