@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -191,4 +192,29 @@ func (c NetCounters) Sub(before NetCounters) NetCounters {
 		out[k] = v - before[k]
 	}
 	return out
+}
+
+// CheckMasqueradeTCPPorts judges r, short connections from namespace
+// client to a masqueraded NodePort at addr whose endpoint closes first:
+// with the client's TCP port kept in the masquerade no SYN may meet a
+// PAWS refusal or be retransmitted; with random ports, on a kernel whose
+// TCP timestamp offsets depend on the ports, some must (which shows the
+// check sees what keeping the port avoids).
+func CheckMasqueradeTCPPorts(tb testing.TB, r ShortConnsResult, keepPort bool, client, addr string, timeout time.Duration) {
+	tb.Helper()
+	if keepPort {
+		if r.PAWSRefused != 0 || r.SYNRetrans != 0 {
+			tb.Errorf("TCP ports kept: PAWS refusals %d, SYN retransmits %d; want none", r.PAWSRefused, r.SYNRetrans)
+		}
+		return
+	}
+	perPort, err := TSOffsetPerPort(client, addr, timeout)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !perPort {
+		tb.Logf("this kernel's TCP timestamp offsets do not depend on the ports: random ports are not expected to meet PAWS refusals")
+	} else if r.PAWSRefused == 0 || r.SYNRetrans == 0 {
+		tb.Errorf("random ports, per-port timestamp offsets: PAWS refusals %d, SYN retransmits %d; want both above 0", r.PAWSRefused, r.SYNRetrans)
+	}
 }
