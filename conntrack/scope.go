@@ -75,20 +75,23 @@ func (r *Reconciler) targets(st *proxier.State, diff *proxier.Diff, gone keySet,
 	return keys
 }
 
-// walksOf is how many kernel dumps a targeted pass over keys makes: one
-// per IPv4 address and port, one per protocol and port for IPv6 (see
-// scopeOf).
+// walksOf is how many kernel dumps a targeted pass over keys makes.
 func walksOf(keys keySet) int {
-	n, v6 := 0, map[flowKey]bool{}
+	dumps := map[flowKey]bool{}
 	for k := range keys {
-		if proxier.FamilyOf(k.addr) != v1.IPv6Protocol {
-			n++
-		} else if port := (flowKey{proto: k.proto, port: k.port}); !v6[port] {
-			v6[port] = true
-			n++
-		}
+		dumps[dumpKey(k)] = true
 	}
-	return n
+	return len(dumps)
+}
+
+// dumpKey is what the kernel is asked for to find k's entries: its
+// address and port for IPv4, its protocol and port alone for IPv6, whose
+// address comparison the kernel has inverted (see ctnetlink.Filter).
+func dumpKey(k flowKey) flowKey {
+	if proxier.FamilyOf(k.addr) == v1.IPv6Protocol {
+		return flowKey{proto: k.proto, port: k.port}
+	}
+	return k
 }
 
 // targetedPays tells whether n walks cost less than a wide pass.
@@ -107,11 +110,9 @@ func (r *Reconciler) targetedPays(n int) bool {
 // scopeOf is the kernel filters of one family's pass: one per target of
 // the family, or one per protocol the index cleans for a wide pass.
 //
-// The kernel compares only the protocol and port of an IPv6 target (its
-// IPv6 address comparison is inverted: see ctnetlink.Filter), so an IPv6
-// pass walks once per protocol and port and is sent the entries of every
-// address on that port; the userspace filter decides every entry either
-// way.
+// One filter per dumpKey: an IPv6 pass walks once per protocol and port
+// and is sent the entries of every address on that port; the userspace
+// filter decides every entry either way.
 func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Filter {
 	if targets == nil {
 		return wideScope(ix)
@@ -119,16 +120,10 @@ func scopeOf(ix serviceIndex, targets keySet, family v1.IPFamily) []ctnetlink.Fi
 	var out []ctnetlink.Filter
 	seen := map[flowKey]bool{}
 	for k := range targets {
-		if proxier.FamilyOf(k.addr) != family {
+		if proxier.FamilyOf(k.addr) != family || seen[dumpKey(k)] {
 			continue
 		}
-		if family == v1.IPv6Protocol {
-			port := flowKey{proto: k.proto, port: k.port}
-			if seen[port] {
-				continue
-			}
-			seen[port] = true
-		}
+		seen[dumpKey(k)] = true
 		out = append(out, ctnetlink.Filter{Proto: k.proto, OrigDst: netip.AddrPortFrom(k.addr, k.port)})
 	}
 	return out

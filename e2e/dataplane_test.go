@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchyard-proxy/switchyard/e2e/framework"
+	"github.com/switchyard-proxy/switchyard/internal/kerneltest"
 )
 
 // converge bounds how long the daemon may take to program a change.
@@ -450,27 +451,15 @@ func checkRefusedFast(t *testing.T, f famView, addr string) {
 // lockDroppedICMPs reads TcpExtLockDroppedIcmps of namespace ns.
 func lockDroppedICMPs(t *testing.T, ns string) int {
 	t.Helper()
-	out, err := framework.RunIn(t.Context(), ns, "cat", "/proc/net/netstat")
+	c, err := kerneltest.ReadNetCounters(ns)
 	if err != nil {
-		t.Fatalf("reading /proc/net/netstat in %s: %v", ns, err)
+		t.Fatal(err)
 	}
-	var names []string
-	for _, line := range strings.Split(out, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || fields[0] != "TcpExt:" {
-			continue
-		}
-		if names == nil {
-			names = fields
-			continue
-		}
-		if i := slices.Index(names, "LockDroppedIcmps"); i > 0 && i < len(fields) {
-			n, _ := strconv.Atoi(fields[i])
-			return n
-		}
+	n, ok := c["TcpExtLockDroppedIcmps"]
+	if !ok {
+		t.Fatalf("no TcpExt LockDroppedIcmps in %s's /proc/net/netstat", ns)
 	}
-	t.Fatalf("no TcpExt LockDroppedIcmps in %s's /proc/net/netstat", ns)
-	return 0
+	return int(n)
 }
 
 func testIgnoredServices(t *testing.T, m *modeEnv) {
